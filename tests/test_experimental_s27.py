@@ -996,10 +996,9 @@ def test_dispatchable_apis_recorded():
             obj = getattr(obj, part)
         return obj
 
-    # asyncflow's tf.cond and convert_to_tensor (the graph's hot path) take no targets
+    # asyncflow's convert_to_tensor (the graph's hot path) takes no targets
     assert [n for n in _TF_DISPATCHABLE if not dispatch.is_dispatchable(resolve(n))] == [
-        "cond",
-        "convert_to_tensor",
+        "convert_to_tensor"
     ]
     for name in _TF_NOT_DISPATCHABLE:
         with pytest.raises(ValueError, match="does not support dispatch.$"):
