@@ -27,6 +27,7 @@ from asyncflow import graph as ops
 from asyncflow.composite_specs import register_type_spec_from_value, type_spec_from_value
 from asyncflow.framework_extras import TensorSpec
 from asyncflow.indexed_slices import IndexedSlices
+from asyncflow.ops import array_ops, manip_ops, math_ops, reduction_ops
 from asyncflow.ragged import RaggedTensor
 from asyncflow.sparse_tensor import SparseTensor
 from asyncflow.type_spec import TypeSpec
@@ -266,7 +267,10 @@ class ExtensionType:
         )
 
     def __setattr__(self, name, value):
-        if not self.__dict__.get("_tf_extension_type_mutable", False):
+        if not (
+            self.__dict__.get("_tf_extension_type_mutable", False)
+            and any(f.name == name for f in self._fields())
+        ):  # (a custom constructor sets fields, and nothing else)
             raise AttributeError(
                 f"Cannot mutate attribute `{name}` outside the custom constructor of "
                 "ExtensionType."
@@ -292,22 +296,18 @@ class ExtensionType:
             return False
         mine = nest.flatten(self, expand_composites=True)
         theirs = nest.flatten(other, expand_composites=True)
-        from asyncflow.ops import array_ops, manip_ops, math_ops, reduction_ops
-
         conditions = []
         for a, b in zip(mine, theirs):
             same_shape = reduction_ops.reduce_all(
                 math_ops.equal(array_ops.shape(a), array_ops.shape(b))
             )
             conditions.append(same_shape)
-            conditions.append(_equal_values(a, b, same_shape))
+            conditions.append(_equal_values(a, b))
         return reduction_ops.reduce_all(manip_ops.stack(conditions))
 
     def __ne__(self, other):
         eq = self.__eq__(other)
         if isinstance(eq, ops.Tensor):
-            from asyncflow.ops import math_ops
-
             return math_ops.logical_not(eq)
         return not eq
 
@@ -417,17 +417,11 @@ def _invariant_shapes(value, spec) -> list:
     return [tensor_shape.unknown_shape() for t in parts if isinstance(t, ops.Tensor)]
 
 
-def _equal_values(a, b, same_shape):
-    from asyncflow.ops import control_flow_ops, math_ops, reduction_ops
-
-    def values():
-        return reduction_ops.reduce_all(math_ops.equal(a, b))
-
-    if a.shape.is_fully_defined() and b.shape.is_fully_defined():
-        return values()  # (equal specs: the same static shape)
-    # TF's Equal answers False for shapes that differ when the step runs; asyncflow's
-    # raises, so the values are compared only where the shapes agree.
-    return control_flow_ops.cond(same_shape, values, lambda: ops.convert_to_tensor(False))
+def _equal_values(a, b):
+    # TF compares with Equal(incompatible_shape_error=False) and reduces over the static
+    # rank's axes: tensors whose shapes differ only when the step runs fail there
+    # (InvalidArgumentError), as a plain Equal of them fails here.
+    return reduction_ops.reduce_all(math_ops.equal(a, b))
 
 
 def _construct(self, fields, values: dict) -> None:
@@ -466,9 +460,9 @@ def _wrapped_init(custom_init):
         finally:
             object.__delattr__(self, "_tf_extension_type_mutable")
         fields = type(self)._fields()
-        missing = [f.name for f in fields if f.name not in self.__dict__]
+        missing = {f.name for f in fields if f.name not in self.__dict__}
         if missing:
-            raise ValueError(f"{type(self).__name__}.__init__() did not set field(s): {missing}")
+            raise ValueError(f"Missing required fields: {missing}")
         _construct(self, fields, dict(self.__dict__))
 
     __init__.__signature__ = inspect.signature(custom_init)

@@ -1036,3 +1036,38 @@ def test_control_flow_refuses_incompatible_extension_values():
     assert joined.values.shape.ndims is None  # (shapes join, as TF's)
     with pytest.raises(ValueError, match="^The two structures don't have the same nested"):
         tf.while_loop(lambda v: True, lambda v: Fields(v.x, 4), [Fields([1.0], 3)])
+
+
+def test_custom_constructor_rules_and_dynamic_equality():
+    class Partial(ExtensionType):
+        x: tf.Tensor
+        y: int
+
+        def __init__(self, v):
+            self.x = v
+
+    class Extra(ExtensionType):
+        x: tf.Tensor
+
+        def __init__(self, v):
+            self.x = v
+            self.z = 1
+
+    _raises(ValueError, "Missing required fields: {'y'}", lambda: Partial(3))
+    _raises(
+        AttributeError,
+        "Cannot mutate attribute `z` outside the custom constructor of ExtensionType.",
+        lambda: Extra(3),
+    )
+
+    class Vec(ExtensionType):
+        v: tf.Tensor
+
+    a, b = tf.placeholder(tf.int32, [None]), tf.placeholder(tf.int32, [None])
+    eq = Vec(a) == Vec(b)
+    with tf.Session() as s:
+        got = [s.run(eq, {a: x, b: y}) for x, y in [([1, 2], [1, 2]), ([1, 2], [1, 3]),
+                                                     ([1], [1, 1])]]  # fmt: skip
+        assert got == [True, False, False]
+        with pytest.raises(tf.errors.InvalidArgumentError):  # (TF's too, at its All)
+            s.run(eq, {a: [1, 2], b: [1, 2, 3]})
