@@ -337,6 +337,14 @@ from asyncflow import quantization_experimental  # noqa: E402
 quantization.experimental = quantization_experimental  # noqa: F821 - its protos, saver
 from asyncflow import device_config as _device_config  # noqa: E402
 from asyncflow import experimental  # noqa: E402,F401 - tf.experimental (its dtypes)
+from asyncflow import experimental_runtime as _xr  # noqa: E402 - TF's runtime switches
+
+errors.raise_exception_on_not_ok_status = _xr.raise_exception_on_not_ok_status
+for _name in ("ClusterDeviceFilters", "enable_mlir_bridge", "disable_mlir_bridge"):
+    setattr(_device_config.experimental, _name, getattr(_xr, _name))
+for _name in ("experimental_connect_to_host", "experimental_connect_to_cluster"):
+    setattr(config, _name, getattr(_xr, _name))  # noqa: F821
+types = _xr.types_namespace()  # tf.types.experimental: TensorLike, FunctionType
 
 # tf.config: the session protos' module also carries TF 2's runtime settings
 for _name in _device_config.__all__:

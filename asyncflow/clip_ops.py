@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, ragged_functions
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
@@ -52,6 +53,7 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None):
         return _rewrap(t, t_max)
 
 
+@_dispatch.add_dispatch_support
 def clip_by_norm(t, clip_norm, axes=None, name=None):
     """t * clip_norm / max(l2norm(t, axes), clip_norm): rescaled when its L2 norm is larger."""
     with ops.name_scope(name, "clip_by_norm") as scope:

@@ -12,6 +12,7 @@ import contextlib
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.graph_io import GRAPH_DEF_VERSION, fill_values, tensor_from_proto, tensor_proto
@@ -246,6 +247,7 @@ def convert_to_tensor_or_sparse_tensor(value, dtype=None, name=None):
     return ops.convert_to_tensor(value, dtype=dtype, name=name)
 
 
+@_dispatch.add_dispatch_support
 def saturate_cast(value, dtype, name=None):
     """`value` cast to `dtype`, clamped to its range first (complex to real takes the
     real part), so out-of-range values saturate instead of wrapping."""
@@ -288,16 +290,19 @@ def _clamp_bounds(src, dst):
     return lo, hi
 
 
+@_dispatch.add_dispatch_support
 def to_complex64(x, name="ToComplex64"):
     """`cast(x, complex64)`."""
     return math_ops.cast(x, dtypes.complex64, name=name)
 
 
+@_dispatch.add_dispatch_support
 def to_complex128(x, name="ToComplex128"):
     """`cast(x, complex128)`."""
     return math_ops.cast(x, dtypes.complex128, name=name)
 
 
+@_dispatch.add_dispatch_support
 def to_bfloat16(x, name="ToBFloat16"):
     """`cast(x, bfloat16)`."""
     return math_ops.cast(x, dtypes.bfloat16, name=name)

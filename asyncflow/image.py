@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, image_ssim
 from asyncflow import graph as ops
 from asyncflow.deprecation import deprecated_argument_lookup
@@ -248,6 +249,7 @@ def resize(
 # -- dtypes and value adjustments -----------------------------------------
 
 
+@_dispatch.add_dispatch_support
 def convert_image_dtype(image, dtype, saturate=False, name=None):
     """Convert between image dtypes, rescaling: integers span their range, floats [0, 1]."""
     image = ops.convert_to_tensor(image, name="image")
@@ -307,6 +309,7 @@ def per_image_standardization(image):
         return math_ops.truediv(image - mean, adjusted, name=scope)
 
 
+@_dispatch.add_dispatch_support
 def adjust_brightness(image, delta):
     """image + delta (in the [0, 1] float scale)."""
     with ops.name_scope(None, "adjust_brightness", [image, delta]):
@@ -322,6 +325,7 @@ def adjust_contrast(images, contrast_factor):
         return _back(adjusted, images)
 
 
+@_dispatch.add_dispatch_support
 def adjust_gamma(image, gamma=1, gain=1):
     """gain * image ** gamma (in the [0, 1] float scale)."""
     with ops.name_scope(None, "adjust_gamma", [image, gamma, gain]):
@@ -329,6 +333,7 @@ def adjust_gamma(image, gamma=1, gain=1):
         return _back(gain * math_ops.pow(flt, gamma), image)
 
 
+@_dispatch.add_dispatch_support
 def random_brightness(image, max_delta, seed=None):
     """adjust_brightness by a delta drawn uniformly from [-max_delta, max_delta).
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, ragged_functions
 from asyncflow import graph as ops
 from asyncflow.ops import (
@@ -53,12 +54,14 @@ def _t(x, name="x", dtype=None):
     return ops.convert_to_tensor(x, name=name, dtype=dtype)
 
 
+@_dispatch.add_dispatch_support
 def log_sigmoid(x, name=None):
     """log(1 / (1 + exp(-x))) = -softplus(-x)."""
     with ops.name_scope(name, "LogSigmoid", [x]):
         return -nn_ops.softplus(-_t(x))
 
 
+@_dispatch.add_dispatch_support
 def div_no_nan(x, y, name=None):
     """x / y, or 0 where y is 0 (op DivNoNan; integers divide in floats, as `truediv`).
 
@@ -75,6 +78,7 @@ def div_no_nan(x, y, name=None):
     return ops.apply_op("DivNoNan", [x, y], name=op_name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def multiply_no_nan(x, y, name=None):
     """x * y, or 0 where y is 0 even where x is inf or nan (op MulNoNan;
     `tf.math.multiply_no_nan`).
@@ -87,6 +91,7 @@ def multiply_no_nan(x, y, name=None):
     return ops.apply_op("MulNoNan", [x, y], name=op_name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def reciprocal_no_nan(x, name=None):
     """1 / x, or 0 where x is 0 (op DivNoNan; `tf.math.reciprocal_no_nan`)."""
     with _builder_scope(name, "reciprocal_no_nan", [x]) as op_name:
@@ -207,6 +212,7 @@ def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
         return math_ops.sqrt(reduce_variance(x, axis, keepdims))
 
 
+@_dispatch.add_dispatch_support
 def scalar_mul(scalar, x, name=None):
     """scalar * x (scalar must be 0-d)."""
     s = _t(scalar, "scalar")
@@ -255,6 +261,7 @@ def _dynamic_eye(num_rows, num_columns, is_square, batch_shape, dtype):
     return linalg_matrix_ops.matrix_set_diag(array_ops.zeros(shape, dtype=dtype), ones)
 
 
+@_dispatch.add_dispatch_support
 def tensordot(a, b, axes, name=None):
     """Sum over `axes` of a and b (an int: a's last n with b's first n; or two lists)."""
     with ops.name_scope(name, "Tensordot", [a, b]):
@@ -353,6 +360,7 @@ def trace(x, name=None):
         return reduction_ops.reduce_sum(linalg_matrix_ops.matrix_diag_part(x), [-1], name=scope)
 
 
+@_dispatch.add_dispatch_support
 def where_v2(condition, x=None, y=None, name=None):
     """TF2's where: broadcasts condition, x and y together (coordinates without x, y)."""
     if x is None and y is None:

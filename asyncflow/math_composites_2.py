@@ -10,6 +10,7 @@ searchsorted over the cumulative repeats, so repeats may be a tensor.
 
 from __future__ import annotations
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import (
@@ -166,6 +167,7 @@ def _check_direction(direction):
         )
 
 
+@_dispatch.add_dispatch_support
 def sort(values, axis=-1, direction="ASCENDING", name=None):
     """`values` sorted along `axis` (differentiable through TopKV2).
 
@@ -184,6 +186,7 @@ def sort(values, axis=-1, direction="ASCENDING", name=None):
         return _along_last(values, axis, fn)
 
 
+@_dispatch.add_dispatch_support
 def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
     """int32 indices that sort `values` along `axis` (equal values keep their order).
 

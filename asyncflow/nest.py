@@ -155,6 +155,16 @@ def assert_same_structure(nest1, nest2, check_types=True, expand_composites=Fals
     if expand_composites:
         nest1, nest2 = _expand(nest1), _expand(nest2)
     a, b = nest1, nest2
+    if (
+        isinstance(a, _Components)
+        and isinstance(b, _Components)
+        and type(a.like) is not type(b.like)
+    ):  # (composites of different types: TF compares their type specs)
+        raise ValueError(
+            "The two structures don't have the same nested structure.\n\nFirst structure: "
+            f"type={type(a.like).__name__} str={a.like}\n\nSecond structure: "
+            f"type={type(b.like).__name__} str={b.like}"
+        )
     if is_nested(a) != is_nested(b):
         raise ValueError(
             "The two structures don't have the same nested structure.\n\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, math_composites
 from asyncflow import graph as ops
 from asyncflow.ops import (
@@ -61,6 +62,7 @@ depthwise_conv2d_backprop_input = conv_ops.depthwise_conv2d_native_backprop_inpu
 depthwise_conv2d_backprop_filter = conv_ops.depthwise_conv2d_native_backprop_filter
 
 
+@_dispatch.add_dispatch_support
 def swish(features, beta=1.0, name=None):
     """x * sigmoid(beta * x)."""
     with ops.name_scope(name, "swish", [features]):

@@ -21,6 +21,7 @@ import inspect
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.ragged import RaggedTensor, concat, is_ragged
@@ -638,6 +639,10 @@ def dispatch_unary(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if _dispatch._ACTIVE:  # (a user's tf.experimental.dispatch_for_* target)
+            result = _dispatch.dispatch(wrapper, args, kwargs)
+            if result is not NotImplemented:
+                return result
         if args:
             if is_ragged(args[0]):
                 return unary(fn, *args, **kwargs)
@@ -648,6 +653,7 @@ def dispatch_unary(fn):
             return unary(fn, x, **kwargs)
         return fn(**kwargs)
 
+    wrapper._tf_dispatch_api = wrapper
     return wrapper
 
 
@@ -656,10 +662,15 @@ def dispatch_binary(fn):
 
     @functools.wraps(fn)
     def wrapper(x, y, *args, **kwargs):
+        if _dispatch._ACTIVE:
+            result = _dispatch.dispatch(wrapper, (x, y, *args), kwargs)
+            if result is not NotImplemented:
+                return result
         if is_ragged(x) or is_ragged(y):
             return binary(fn, x, y, *args, **kwargs)
         return fn(x, y, *args, **kwargs)
 
+    wrapper._tf_dispatch_api = wrapper
     return wrapper
 
 

@@ -14,6 +14,7 @@ from asyncflow.ops import (  # noqa: F401
     clustering_legacy_ops,
     collective_ops,
     color_ops,
+    composite_tensor_ops,
     control_flow_contexts,
     control_flow_ops,
     control_flow_prims,

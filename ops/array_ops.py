@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, graph_io, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -213,7 +214,10 @@ ops.register_constant_folder("Identity", lambda t: ops.constant_value(t.op.input
 
 @_ragged.dispatch_unary
 def identity(input, name=None):  # noqa: A002 - TF's name
-    """Return a tensor with the same value as `input`."""
+    """Return a tensor with the same value as `input` (an ExtensionType value or
+    Optional: the same of each of its tensors, as TF's)."""
+    if hasattr(input, "_cf_parts"):
+        return input._cf_rebuild([identity(p, name=name) for p in input._cf_parts()])
     return apply("Identity", [input], name=name).outputs[0]
 
 
@@ -292,6 +296,7 @@ def _no_layout(layout, what):
         )
 
 
+@_dispatch.add_dispatch_support
 def fill(dims, value, name=None, layout=None):
     """`tf.fill`: a tensor of shape `dims` with every element `value` (`layout`, a
     DTensor layout, is refused).
@@ -329,12 +334,14 @@ def _index_dtype_for(values) -> dtypes.DType:
     return dtypes.int64 if any(v > np.iinfo(np.int32).max for v in values) else dtypes.int32
 
 
+@_dispatch.add_dispatch_support
 def zeros(shape, dtype=dtypes.float32, name=None, layout=None):
     """`tf.zeros`: all elements zero (False, b"" for bool/string)."""
     _no_layout(layout, "zeros")
     return _filled(_zero_of(dtypes.as_dtype(dtype)), shape, dtype, name, "zeros")
 
 
+@_dispatch.add_dispatch_support
 def ones(shape, dtype=dtypes.float32, name=None, layout=None):
     """`tf.ones`: all elements one (True for bool)."""
     _no_layout(layout, "ones")
@@ -487,6 +494,7 @@ ops.register_constant_folder(
 )
 
 
+@_dispatch.add_dispatch_support
 def shape(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 - TF's name
     """`tf.shape`: the dynamic shape of `input` (a Const when statically known, as TF1)."""
     with op_scope(name, "Shape", [input]) as scope:
@@ -503,6 +511,7 @@ def shape_n(input, out_type=dtypes.int32, name=None):  # noqa: A002 - TF's name
     return list(apply("ShapeN", [list(input)], attrs, name=name).outputs)
 
 
+@_dispatch.add_dispatch_support
 def size(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 - TF's name
     """`tf.size`: the number of elements of `input`."""
     if _ragged.is_ragged(input):  # (its values: the elements of every row)
@@ -519,6 +528,7 @@ def size(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 
         return apply("Size", [input], {"out_type": out_type}, name=scope).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def rank(input, name=None):  # noqa: A002 - TF's name
     """`tf.rank`: the number of dimensions of `input` (int32)."""
     if _ragged.is_ragged(input):
@@ -634,6 +644,7 @@ def _fold_reshape(t):
 ops.register_constant_folder("Reshape", _fold_reshape)
 
 
+@_dispatch.add_dispatch_support
 def reshape(tensor, shape, name=None):
     """`tf.reshape`: the same elements in a new shape (one size may be -1).
 
@@ -720,6 +731,7 @@ async def _conjugate_transpose(ctx, x, perm):
     return xp.conj(xp.transpose(x, _check_perm(x, perm)))
 
 
+@_dispatch.add_dispatch_support
 def transpose(a, perm=None, name="transpose", conjugate=False):
     """`tf.transpose`: permute dimensions (reversed when `perm` is None).
 
@@ -781,6 +793,7 @@ async def _expand_dims(ctx, x, dim):
     return ctx.xp.expand_dims(x, d)
 
 
+@_dispatch.add_dispatch_support
 def expand_dims(input, axis=None, name=None, dim=None):  # noqa: A002 - TF's name
     """`tf.expand_dims`: insert a size-1 dimension at `axis` (a RaggedTensor's too).
 
@@ -850,6 +863,7 @@ async def _squeeze(ctx, x):
     return x.reshape([d for i, d in enumerate(x.shape) if i not in wanted])
 
 
+@_dispatch.add_dispatch_support
 def squeeze(input, axis=None, name=None, squeeze_dims=None):  # noqa: A002 - TF's name
     """`tf.squeeze`: drop size-1 dimensions (all of them, or those in `axis`).
 

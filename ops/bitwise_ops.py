@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import graph as ops
 from asyncflow import tensor_shape
 from asyncflow.ops.math_ops import _binary_op, _unary_op
@@ -81,7 +82,7 @@ def _binary(op_type: str, what: str):
         return ops.apply_op(op_type, [x, y], name=name).outputs[0]
 
     builder.__doc__ = f"Element-wise {what} of two integer tensors (op {op_type})."
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 bitwise_and = _binary("BitwiseAnd", "x & y")
@@ -91,6 +92,7 @@ left_shift = _binary("LeftShift", "x << y (y clamped to [0, bits - 1])")
 right_shift = _binary("RightShift", "x >> y (arithmetic for signed x; y clamped)")
 
 
+@_dispatch.add_dispatch_support
 def invert(x, name=None):
     """Element-wise ~x of an integer tensor (op Invert)."""
     return ops.apply_op("Invert", [x], name=name).outputs[0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -147,21 +148,25 @@ def cast(x, dtype, name=None):
     return ops.apply_op("Cast", [x], {"DstT": base}, name=op_name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def to_float(x, name="ToFloat"):
     """Casts x to float32."""
     return cast(x, dtypes.float32, name=name)
 
 
+@_dispatch.add_dispatch_support
 def to_double(x, name="ToDouble"):
     """Casts x to float64."""
     return cast(x, dtypes.float64, name=name)
 
 
+@_dispatch.add_dispatch_support
 def to_int32(x, name="ToInt32"):
     """Casts x to int32."""
     return cast(x, dtypes.int32, name=name)
 
 
+@_dispatch.add_dispatch_support
 def to_int64(x, name="ToInt64"):
     """Casts x to int64."""
     return cast(x, dtypes.int64, name=name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, ragged_functions
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, control_flow_ordering, math_ops, reduction_ops
@@ -106,6 +107,7 @@ def check_numerics_v2(tensor, message, name=None) -> ops.Tensor:
     return ops.apply_op("CheckNumericsV2", [tensor], {"message": message}, name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def check_numerics(tensor, message, name=None) -> ops.Tensor:
     """`tensor`, after checking it holds no NaN or Inf.
 
@@ -170,6 +172,7 @@ def _binary_assert(sym, opname, op_name, static_func, x, y, data, summarize, mes
         return Assert(condition, data, summarize=summarize)
 
 
+@_dispatch.add_dispatch_support
 def assert_equal(x, y, data=None, summarize=None, message=None, name=None) -> ops.Operation:
     """An op asserting `x == y` element-wise (broadcasting).
 
@@ -185,30 +188,35 @@ def assert_equal(x, y, data=None, summarize=None, message=None, name=None) -> op
                           message, name)  # fmt: skip
 
 
+@_dispatch.add_dispatch_support
 def assert_none_equal(x, y, data=None, summarize=None, message=None, name=None):
     """An op asserting `x != y` for every element (see `assert_equal` for errors)."""
     return _binary_assert("!=", "assert_none_equal", "not_equal", np.not_equal, x, y, data,
                           summarize, message, name)  # fmt: skip
 
 
+@_dispatch.add_dispatch_support
 def assert_less(x, y, data=None, summarize=None, message=None, name=None):
     """An op asserting `x < y` element-wise (see `assert_equal` for errors)."""
     return _binary_assert("<", "assert_less", "less", np.less, x, y, data, summarize,
                           message, name)  # fmt: skip
 
 
+@_dispatch.add_dispatch_support
 def assert_less_equal(x, y, data=None, summarize=None, message=None, name=None):
     """An op asserting `x <= y` element-wise (see `assert_equal` for errors)."""
     return _binary_assert("<=", "assert_less_equal", "less_equal", np.less_equal, x, y, data,
                           summarize, message, name)  # fmt: skip
 
 
+@_dispatch.add_dispatch_support
 def assert_greater(x, y, data=None, summarize=None, message=None, name=None):
     """An op asserting `x > y` element-wise (see `assert_equal` for errors)."""
     return _binary_assert(">", "assert_greater", "greater", np.greater, x, y, data, summarize,
                           message, name)  # fmt: skip
 
 
+@_dispatch.add_dispatch_support
 def assert_greater_equal(x, y, data=None, summarize=None, message=None, name=None):
     """An op asserting `x >= y` element-wise (see `assert_equal` for errors)."""
     return _binary_assert(">=", "assert_greater_equal", "greater_equal", np.greater_equal, x,
@@ -256,6 +264,7 @@ def assert_non_positive(x, data=None, summarize=None, message=None, name=None):
                         summarize, message, name)  # fmt: skip
 
 
+@_dispatch.add_dispatch_support
 def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=None, name=None):
     """An op asserting `|x - y| <= atol + rtol * |y|` element-wise (floats).
 

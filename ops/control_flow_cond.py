@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, nest
 from asyncflow import graph as ops
 from asyncflow.indexed_slices import IndexedSlices
@@ -42,6 +43,7 @@ def _unpack_if_singleton(res):
     return res
 
 
+@_dispatch.add_dispatch_support
 def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, fn2=None):
     """`true_fn()` if `pred` else `false_fn()`; only the selected branch runs.
 

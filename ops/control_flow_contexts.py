@@ -105,6 +105,8 @@ def _leaf_components(x) -> list:
     if isinstance(x, IndexedSlices):
         parts = [x.values, x.indices]
         return parts if x.dense_shape is None else parts + [x.dense_shape]
+    if hasattr(x, "_cf_parts"):  # an ExtensionType value: its tensors (TF's components)
+        return x._cf_parts()
     return [x.flow if isinstance(x, tensor_array_ops.TensorArray) else x]
 
 
@@ -124,6 +126,8 @@ def _pack_components(leaves, flat) -> list:
             out.append(IndexedSlices(parts[0], parts[1], parts[2] if n > 2 else None))
         elif isinstance(x, tensor_array_ops.TensorArray):
             out.append(tensor_array_ops.build_ta_with_new_flow(x, parts[0]))
+        elif hasattr(x, "_cf_parts"):
+            out.append(x._cf_rebuild(parts))
         else:
             out.append(parts[0])
     return out
@@ -134,6 +138,10 @@ def _composite_kind(x):
         return "SparseTensor"
     if isinstance(x, IndexedSlices):
         return "IndexedSlices" if x.dense_shape is not None else "IndexedSlices without shape"
+    if hasattr(x, "_cf_kind"):  # an ExtensionType value: its spec, shapes aside
+        return x._cf_kind()
+    if hasattr(x, "_cf_parts"):
+        return type(x)
     return None
 
 
@@ -150,6 +158,9 @@ def _invariant_shape(shape):
 def _check_type_spec(leaf, spec) -> None:
     """A TensorSpec or SparseTensorSpec invariant must fit its loop variable's kind and
     dtype (TF's TypeError); a plain shape only constrains the shape."""
+    if hasattr(leaf, "_cf_invariant_shapes"):  # an ExtensionType value: its Spec checks
+        leaf._cf_invariant_shapes(spec)
+        return
     kind = getattr(spec, "_spec_of", None)
     if kind is None:
         return
@@ -532,7 +543,11 @@ class WhileContext(ControlFlowContext):
             shape_invariants = [
                 s
                 for leaf, shape in zip(flat_orig, nest.flatten(shape_invariants))
-                for s in _component_invariants(leaf, _invariant_shape(shape))
+                for s in (
+                    leaf._cf_invariant_shapes(shape)
+                    if hasattr(leaf, "_cf_invariant_shapes")
+                    else _component_invariants(leaf, _invariant_shape(shape))
+                )
             ]
         elif any(isinstance(leaf, SparseTensor) for leaf in flat_orig):
             # TF's default invariant of a SparseTensor keeps only its rank: any number

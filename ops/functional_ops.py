@@ -66,6 +66,10 @@ def map_fn(
     if fn_output_signature is not None:  # (as TF's: it wins over dtype)
         dtype = fn_output_signature
     leaves = nest.flatten(elems) + (nest.flatten(dtype) if dtype is not None else [])
+    if any(hasattr(x, "_cf_parts") or _is_extension_spec(x) for x in leaves):
+        kwargs = {"parallel_iterations": parallel_iterations, "back_prop": back_prop,
+                  "swap_memory": swap_memory, "infer_shape": infer_shape, "name": name}
+        return _extension_map_fn(fn, elems, dtype, kwargs)
     if any(is_ragged(x) or _is_ragged_spec(x) for x in leaves):
         kwargs = {"parallel_iterations": parallel_iterations, "back_prop": back_prop,
                   "swap_memory": swap_memory, "infer_shape": infer_shape}
@@ -108,6 +112,68 @@ def map_fn(
         )
         results = [a.stack() for a in accs]
         return nest.pack_sequence_as(out_struct, results)
+
+
+def _parts(x) -> list:
+    return x._cf_parts() if hasattr(x, "_cf_parts") else [x]
+
+
+def _is_extension_spec(d) -> bool:
+    return hasattr(d, "_field_values") and hasattr(d, "_component_specs")
+
+
+def _extension_map_fn(fn, elems, dtype, kwargs):
+    """map_fn over or to BatchableExtensionType values (found by their `_cf_parts`, and
+    their specs in `dtype`): each is mapped as its tensors, row by row; fn sees (and
+    returns) the values rebuilt from their rows.  asyncflow maps values whose fields are
+    dense tensors.
+
+    Raises:
+      AttributeError: a value of a non-batchable type (TF's: its Spec has no _unbatch).
+      NotImplementedError: a value or spec with ragged or sparse fields.
+    """
+    flat = nest.flatten(elems)
+    for x in flat:
+        if hasattr(x, "_cf_parts"):
+            x._type_spec._unbatch()
+            if not x._dense_fields_only():
+                raise NotImplementedError(
+                    "asyncflow's map_fn maps ExtensionType values of dense tensor fields only"
+                )
+    out_struct = elems if dtype is None else dtype
+    out_dtypes = []
+    for d in nest.flatten(out_struct):
+        if hasattr(d, "_cf_parts"):
+            out_dtypes += [c.dtype for c in d._cf_parts()]
+        elif _is_extension_spec(d):
+            d._unbatch()
+            specs = d._component_specs
+            if not all(type(c).__name__ == "TensorSpec" for c in specs):
+                raise NotImplementedError(
+                    "asyncflow's map_fn maps to ExtensionType values of dense tensor fields only"
+                )
+            out_dtypes += [c.dtype for c in specs]
+        else:
+            out_dtypes.append(dtypes.as_dtype(getattr(d, "dtype", d)))
+    traced = []  # fn's outputs, as traced once: the structure the results are rebuilt in
+
+    def regroup(like, values):
+        out, pos = [], 0
+        for x in like:
+            n = len(_parts(x))
+            chunk, pos = values[pos : pos + n], pos + n
+            out.append(x._cf_rebuild(chunk) if hasattr(x, "_cf_parts") else chunk[0])
+        return out
+
+    def body(row_parts):
+        rows = regroup(flat, list(row_parts))
+        out = nest.flatten(fn(nest.pack_sequence_as(elems, rows)))
+        traced[:] = out
+        return [c for o in out for c in _parts(o)]
+
+    flat_parts = [c for x in flat for c in _parts(x)]
+    results = map_fn(body, flat_parts, dtype=out_dtypes, **kwargs)
+    return nest.pack_sequence_as(out_struct, regroup(traced, results))
 
 
 def _ragged_map_fn(fn, elems, dtype, kwargs):

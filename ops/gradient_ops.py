@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -354,6 +355,7 @@ Cumsum = _cumulative_op("Cumsum", "cumsum")
 Cumprod = _cumulative_op("Cumprod", "cumprod")
 
 
+@_dispatch.add_dispatch_support
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
     """`tf.cumsum`: cumulative sum along `axis` (exclusive / reverse as TF)."""
     if _ragged.is_ragged(x):

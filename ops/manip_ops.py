@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, ragged, ragged_functions, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
@@ -156,6 +157,7 @@ ops.register_constant_folder("ConcatV2", _fold_concat)
 ops.register_constant_folder("__partial_shape__:ConcatV2", _partial_concat)
 
 
+@_dispatch.add_dispatch_support
 def concat(values, axis, name="concat"):
     """`tf.concat`: join tensors along `axis` (one tensor: an Identity).
 
@@ -286,6 +288,7 @@ ops.register_constant_folder("Pack", _fold_pack)
 ops.register_constant_folder("__partial_shape__:Pack", _partial_pack)
 
 
+@_dispatch.add_dispatch_support
 def stack(values, axis=0, name="stack"):
     """`tf.stack`: join same-shaped tensors along a new dimension `axis`.
 
@@ -357,6 +360,7 @@ async def _tile(ctx, x, multiples):
     return await ctx.device.compute(xp.tile, x, mult)
 
 
+@_dispatch.add_dispatch_support
 def tile(input, multiples, name=None):  # noqa: A002 - TF's name
     """`tf.tile`: repeat `input` `multiples[i]` times along dimension i.
 
@@ -458,6 +462,7 @@ async def _broadcast_to(ctx, x, shape):
     return await ctx.device.compute(_broadcast_copy, xp, x, dims)
 
 
+@_dispatch.add_dispatch_support
 def broadcast_to(input, shape, name=None):  # noqa: A002 - TF's name
     """`tf.broadcast_to`: `input` repeated along new and size-1 dimensions to `shape`
     (op BroadcastTo, a new tensor; NumPy's broadcasting rules).
@@ -586,6 +591,7 @@ async def _mirror_pad(ctx, x, paddings):
     return await ctx.device.compute(ctx.xp.pad, x, pads, mode.lower())
 
 
+@_dispatch.add_dispatch_support
 def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
     """`tf.pad`: pad with `constant_values` (CONSTANT) or mirrored edges (REFLECT,
     SYMMETRIC); `mode` is case-insensitive.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
@@ -336,16 +337,19 @@ async def _lu_kernel(ctx, x):
 # -- builders ----------------------------------------------------------------------------
 
 
+@_dispatch.add_dispatch_support
 def erfinv(x, name=None):
     """`tf.math.erfinv`: the inverse of erf (TF's Erfinv op)."""
     return ops.apply_op("Erfinv", [x], name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def ndtri(x, name=None):
     """`tf.math.ndtri`: the inverse of the standard normal CDF (TF's Ndtri op)."""
     return ops.apply_op("Ndtri", [x], name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def erfcinv(x, name=None):
     """`tf.math.erfcinv`: the inverse of erfc, built as TF builds it, -ndtri(x / 2) / sqrt(2)."""
     with ops.name_scope(name, "erfcinv", [x]):
@@ -353,6 +357,7 @@ def erfcinv(x, name=None):
         return -ndtri(0.5 * x) * np.sqrt(0.5)
 
 
+@_dispatch.add_dispatch_support
 def nextafter(x1, x2, name=None):
     """`tf.math.nextafter`: the next representable value after x1 toward x2."""
     return ops.apply_op("NextAfter", [x1, x2], name=name).outputs[0]

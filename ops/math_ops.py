@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -430,6 +431,7 @@ sub = subtract
 mul = multiply
 
 
+@_dispatch.add_dispatch_support
 def pow(x, y, name=None):  # noqa: A001 - TF's name
     """Computes x ** y element-wise (op Pow).
 
@@ -476,11 +478,13 @@ def truediv(x, y, name=None):
     return ops.apply_op("RealDiv", [x, y], name=op_name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def divide(x, y, name=None):
     """`tf.divide`: Python 3 division (`truediv`)."""
     return truediv(x, y, name=name)
 
 
+@_dispatch.add_dispatch_support
 def div(x, y, name=None):
     """`tf.div`: Python 2 division — FloorDiv for integers, RealDiv for floats.
 
@@ -542,6 +546,7 @@ for _op_type in (
     NotDifferentiable(_op_type)
 
 
+@_dispatch.add_dispatch_support
 def logical_xor(x, y, name="LogicalXor"):
     """x XOR y, built as TF does: (x | y) & ~(x & y)."""
     return ops.apply_op(
@@ -595,6 +600,7 @@ async def _add_n(ctx, *xs):
     return _as_dtype(xp, total, ctx.attrs["T"])
 
 
+@_dispatch.add_dispatch_support
 def add_n(inputs, name=None):
     """Adds all input tensors element-wise; all must have the same shape and dtype.
 
@@ -787,6 +793,7 @@ del _op_type, _fold_fn
 Conj = _unary_op("Conj", lambda xp, x: xp.conj(x), TypeConstraint(_COMPLEX.allowed))
 
 
+@_dispatch.add_dispatch_support
 def conj(x, name=None):
     """Complex conjugate; real tensors are returned unchanged (as TF)."""
     x = ops.convert_to_tensor(x, name="x")

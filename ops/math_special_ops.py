@@ -17,6 +17,7 @@ import types
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
@@ -154,23 +155,27 @@ def _bessel_i1e_grad(op, grad):
     return _g.mul(grad, _g.apply("Select", not_tiny, dy, half))
 
 
+@_dispatch.add_dispatch_support
 def bessel_i0e(x, name=None):
     """`tf.math.bessel_i0e`: the exponentially scaled modified Bessel function of order 0,
     exp(-|x|) I0(x) (op BesselI0e)."""
     return ops.apply_op("BesselI0e", [x], name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def bessel_i1e(x, name=None):
     """`tf.math.bessel_i1e`: exp(-|x|) I1(x) (op BesselI1e)."""
     return ops.apply_op("BesselI1e", [x], name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def bessel_i0(x, name=None):
     """`tf.math.bessel_i0`: I0(x) (op BesselI0)."""
     with ops.name_scope(name, "bessel_i0", [x]):
         return ops.apply_op("BesselI0", [ops.convert_to_tensor(x, name="x")]).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def bessel_i1(x, name=None):
     """`tf.math.bessel_i1`: I1(x) (op BesselI1)."""
     with ops.name_scope(name, "bessel_i1", [x]):
@@ -265,7 +270,7 @@ def _special_builder(op_type: str, fn_name: str):
 
     builder.__name__ = builder.__qualname__ = fn_name
     builder.__doc__ = f"`tf.math.special.{fn_name}` (op {op_type}; SciPy's values in float64)."
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 for _type, _op in _SPECIAL_OPS.items():
@@ -585,7 +590,7 @@ def _un(op_type):
 
     builder.__name__ = op_type.lower()
     builder.__doc__ = f"Element-wise {op_type} (op {op_type}; SciPy's values, TF's gradient)."
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 def _bin(op_type, a, b, name, a_name, b_name):
@@ -598,6 +603,7 @@ def _bin(op_type, a, b, name, a_name, b_name):
 rint = _un("Rint")
 
 
+@_dispatch.add_dispatch_support
 def zeta(x, q, name=None):
     """The Hurwitz zeta function zeta(x, q), broadcasting (op Zeta)."""
     return _bin("Zeta", x, q, name, "x", "q")
@@ -627,6 +633,7 @@ def betainc(a, b, x, name=None):
         return ops.apply_op("Betainc", [a, b, x], name=scope).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def real(input, name=None):  # noqa: A002 - TF's name
     """The real part of a complex tensor; a real tensor is returned as it is."""
     with ops.name_scope(name, "Real", [input]) as scope:
@@ -641,6 +648,7 @@ def real(input, name=None):  # noqa: A002 - TF's name
         return ops.apply_op("Real", [x], attrs, name=scope).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def imag(input, name=None):  # noqa: A002 - TF's name
     """The imaginary part of a complex tensor; zeros for a real one."""
     with ops.name_scope(name, "Imag", [input]) as scope:
@@ -651,6 +659,7 @@ def imag(input, name=None):  # noqa: A002 - TF's name
         return ops.apply_op("Imag", [x], attrs, name=scope).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def angle(input, name=None):  # noqa: A002 - TF's name
     """The argument of a complex tensor; pi where a real one is negative, else 0."""
     with ops.name_scope(name, "Angle", [input]) as scope:
@@ -663,6 +672,7 @@ def angle(input, name=None):  # noqa: A002 - TF's name
         return ops.apply_op("Select", [neg, pi, _g.zeros_like(x)], name=scope).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def complex(real, imag, name=None):  # noqa: A001 - TF's name
     """real + i * imag: complex64 from float32 parts, complex128 from float64.
 

@@ -18,6 +18,7 @@ import copy
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -737,6 +738,7 @@ def _matmul_kind(a, b, transpose_a, transpose_b, adjoint_a, adjoint_b):
     return kind, attrs, a, b
 
 
+@_dispatch.add_dispatch_support
 def matmul(
     a,
     b,

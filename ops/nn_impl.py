@@ -22,6 +22,7 @@ import numbers
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import (
@@ -393,6 +394,7 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
     return loss
 
 
+@_dispatch.add_dispatch_support
 def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     """max(x, 0) - x * z + log(1 + exp(-|x|)): logistic loss, stable for any x
     (positional arguments are (labels, logits), as in TF 2.21's `tf.compat.v1`).
@@ -479,6 +481,7 @@ def l2_loss(t, name=None):
     return _apply("L2Loss", [t], name=name)[0]
 
 
+@_dispatch.add_dispatch_support
 def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
     """x / sqrt(max(sum(x ** 2, axis), epsilon)).
 
@@ -847,6 +850,7 @@ def _dropout(x, rate, noise_shape, uniform_sampler, name, default_name):
         return out
 
 
+@_dispatch.add_dispatch_support
 def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
     """Zero elements of `x` with probability `rate` (= 1 - keep_prob), scaling the kept
     ones by 1 / (1 - rate); TF 2's graph (a uniform draw compared with the rate selects
@@ -883,6 +887,7 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
 # -- embedding_lookup ----------------------------------------------------------------------
 
 
+@_dispatch.add_dispatch_support
 def embedding_lookup(
     params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None
 ):
@@ -1059,6 +1064,7 @@ def _top_k_grad(op, grad_values, grad_indices=None):
     return [dx, None]
 
 
+@_dispatch.add_dispatch_support
 def top_k(input, k=1, sorted=True, index_type=dtypes.int32, name=None):  # noqa: A002 - TF's names
     """The k largest entries of the last dimension and their indices (ties: lower index).
 

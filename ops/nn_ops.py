@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import cpu_budget
@@ -92,7 +93,7 @@ def _activation(op_type: str, fn, types: TypeConstraint, doc: str, inplace=None,
 
     builder.__doc__ = doc
     builder.__name__ = builder.__qualname__ = op_type.lower()
-    return op_def, builder
+    return op_def, _dispatch.add_dispatch_support(builder)
 
 
 def _scalar(x, value):
@@ -186,6 +187,7 @@ async def _leaky_relu_kernel(ctx, features):
     return _as_dtype(xp, out, ctx.attrs["T"])
 
 
+@_dispatch.add_dispatch_support
 def leaky_relu(features, alpha=0.2, name=None):
     """`tf.nn.leaky_relu`: features where features > 0, else alpha * features (op
     LeakyRelu; integer features are cast to float32 first)."""
@@ -544,6 +546,7 @@ def _softmax_builder(op_type: str, logits, axis, name, dim):
     return result
 
 
+@_dispatch.add_dispatch_support
 def softmax(logits, axis=None, name=None, dim=None):
     """Computes softmax along `axis` (default: the last): exp(x) / sum(exp(x)).
 
@@ -554,6 +557,7 @@ def softmax(logits, axis=None, name=None, dim=None):
     return _softmax_builder("Softmax", logits, axis, name, dim)
 
 
+@_dispatch.add_dispatch_support
 def log_softmax(logits, axis=None, name=None, dim=None):
     """Computes log(softmax(logits)) along `axis` (default: the last).
 

@@ -28,6 +28,7 @@ import re
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.example_pb import DecodeError
@@ -1769,6 +1770,7 @@ async def _string_to_number(ctx, s):
     return out
 
 
+@_dispatch.add_dispatch_support
 def string_to_number(string_tensor=None, out_type=dtypes.float32, name=None, input=None):  # noqa: A002
     """Converts each string in the input Tensor to the specified numeric type (`input` is
     TF 2's name for `string_tensor`).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -232,6 +233,7 @@ def dynamic_partition(data, partitions, num_partitions, name=None):
 # -- boolean_mask ------------------------------------------------------------------------------
 
 
+@_dispatch.add_dispatch_support
 def boolean_mask(tensor, mask, name="boolean_mask", axis=None):
     """The slices of `tensor` (from `axis`) where the K-d `mask` is True, flattened into
     one dimension.

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -266,7 +267,7 @@ def _reduction_builder(op_type: str, doc: str):
         " axis and reduction_indices are given.\n  InvalidArgumentError: (at run time) an"
         " axis out of range."
     )
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 def reduced_shape(input_shape, axes):
@@ -400,7 +401,7 @@ def _arg_builder(op_type: str, doc: str):
         doc + "\n\nRaises:\n  ValueError: a constant axis out of range.\n"
         "  InvalidArgumentError: (at run time) an axis out of range, or an empty axis."
     )
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 argmax = _arg_builder("ArgMax", "Index of the largest value along `axis` (default 0).")
@@ -527,6 +528,7 @@ def _range_arg(v, dtype, name):
     return ops.convert_to_tensor(v, dtype=dtype, name=name)
 
 
+@_dispatch.add_dispatch_support
 def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 - TF's name
     """A 1-D tensor [start, start + delta, ...) stopping before `limit` (op Range).
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, ragged_functions, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, manip_ops, math_ops, reduction_ops
@@ -309,6 +310,7 @@ def _batch_indices(indices: ops.Tensor, batch_dims: int) -> ops.Tensor:
     return array_ops.concat(parts + [indices], axis=-1)
 
 
+@_dispatch.add_dispatch_support
 def gather_nd(params, indices, name=None, batch_dims=0, bad_indices_policy=""):
     """`tf.gather_nd`: slices of `params` at the N-d coordinates in the last dimension of
     `indices`; output shape indices.shape[:-1] + params.shape[indices.shape[-1]:].
@@ -399,6 +401,7 @@ def _scatter_nd_grad(op, grad):
     return [None, _g.apply("GatherNd", ops.convert_to_tensor(grad), indices), None]
 
 
+@_dispatch.add_dispatch_support
 def scatter_nd(indices, updates, shape, bad_indices_policy="", name=None):
     """`tf.scatter_nd`: a zero tensor of `shape` with `updates` added at `indices`
     (duplicates accumulate).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -285,7 +286,7 @@ def _sorted_builder(kind: str):
     sorted (op Segment{kind}); an empty segment gives 0.
 
     Raises (when run): InvalidArgumentError for ids that are negative or not sorted."""
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 def _unsorted_builder(kind: str):
@@ -300,7 +301,7 @@ def _unsorted_builder(kind: str):
     UnsortedSegment{kind}); negative ids are dropped.
 
     Raises (when run): InvalidArgumentError for an id >= num_segments."""
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 segment_sum = _sorted_builder("Sum")

@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -206,6 +207,7 @@ def _fold_slice(t):
 ops.register_constant_folder("Slice", _fold_slice)
 
 
+@_dispatch.add_dispatch_support
 def slice(input_, begin, size, name=None):  # noqa: A001 - TF's name
     """`tf.slice`: the `size`-shaped block starting at `begin` (size -1: to the end).
 
@@ -548,6 +550,7 @@ async def _gather_v2(ctx, params, indices, axis):
     return await ctx.device.compute(_gather_value, xp, params, indices, axis, batch_dims)
 
 
+@_dispatch.add_dispatch_support
 def gather(params, indices, validate_indices=None, name=None, axis=None, batch_dims=0):
     """`tf.gather`: slices of `params` along `axis` picked by `indices`.
 
@@ -624,6 +627,7 @@ async def _reverse_v2(ctx, x, axis):
     return ctx.xp.flip(x, axis=axes) if axes else x
 
 
+@_dispatch.add_dispatch_support
 def reverse(tensor, axis, name=None):
     """`tf.reverse` (TF1's alias of reverse_v2): flip `tensor` along each of `axis`.
 
@@ -790,6 +794,7 @@ def _pieces(x, axis: int, bounds: list) -> list:
     return [x[(*lead, builtins.slice(a, b))] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+@_dispatch.add_dispatch_support
 def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     """`tf.split`: `num_or_size_splits` equal parts (Split) or parts of given sizes (SplitV).
 
@@ -860,6 +865,7 @@ async def _unpack(ctx, x):
     return _outs(moved[i] for i in range(num))  # views; never iterate a device array
 
 
+@_dispatch.add_dispatch_support
 def unstack(value, num=None, axis=0, name="unstack"):
     """`tf.unstack`: split `value` along `axis` into a list of rank-1-lower tensors.
 
@@ -948,6 +954,7 @@ def _hinted(value, hint, name):
     return ops.convert_to_tensor(value, name=name, preferred_dtype=hint)
 
 
+@_dispatch.add_dispatch_support
 def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None):
     """`tf.one_hot`: `on_value` where index == position along a new `axis`, else `off_value`.
 
@@ -1132,6 +1139,7 @@ def _select_v2_grad(op, grad):
     return [None, gx, gy]
 
 
+@_dispatch.add_dispatch_support
 def where(condition, x=None, y=None, name=None):
     """TF1 `tf.where`: Select(condition, x, y), or without x/y the int64 coordinates
     [num_true, rank] of the true elements.  With x/y, `condition` is a scalar, x's

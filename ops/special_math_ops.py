@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow.ops import gradient_ops as _g
@@ -394,7 +395,7 @@ def _unary(op_type: str):
         return ops.apply_op(op_type, [x], name=name).outputs[0]
 
     builder.__doc__ = f"Element-wise {op_type} (TF's `tf.math.{op_type.lower()}`)."
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 acos, asin, atan = _unary("Acos"), _unary("Asin"), _unary("Atan")
@@ -417,7 +418,7 @@ def _x_binary(op_type: str):
     builder.__doc__ = (
         f"Element-wise {op_type}: x * f(y), 0 where x == 0 (TF's `tf.math.{op_type.lower()}`)."
     )
-    return builder
+    return _dispatch.add_dispatch_support(builder)
 
 
 xlogy, xdivy, xlog1py = _x_binary("Xlogy"), _x_binary("Xdivy"), _x_binary("Xlog1py")
@@ -425,11 +426,13 @@ xlogy, xdivy, xlog1py = _x_binary("Xlogy"), _x_binary("Xdivy"), _x_binary("Xlog1
 is_nan, is_inf, is_finite = _unary("IsNan"), _unary("IsInf"), _unary("IsFinite")
 
 
+@_dispatch.add_dispatch_support
 def atan2(y, x, name=None):
     """Element-wise arctan(y / x) in the right quadrant (op Atan2)."""
     return ops.apply_op("Atan2", [y, x], name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def truncatediv(x, y, name=None):
     """C's `/`: integers round toward zero (op TruncateDiv).
 
@@ -437,6 +440,7 @@ def truncatediv(x, y, name=None):
     return ops.apply_op("TruncateDiv", [x, y], name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def truncatemod(x, y, name=None):
     """C's `%` (fmod): the remainder has the sign of x (op TruncateMod).
 

@@ -14,6 +14,7 @@ import zlib
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -248,11 +249,13 @@ def reduce_join(inputs, axis=None, keep_dims=None, separator="", name=None,
         return ops.apply_op("ReduceJoin", [inputs, axes], attrs, name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def encode_base64(input, pad=False, name=None):  # noqa: A002
     """Web-safe base64 (- and _ for + and /) of each string; '=' padding when pad."""
     return ops.apply_op("EncodeBase64", [input], {"pad": bool(pad)}, name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def decode_base64(input, name=None):  # noqa: A002
     """The bytes of web-safe base64 strings (padding optional).
 
@@ -262,6 +265,7 @@ def decode_base64(input, name=None):  # noqa: A002
     return ops.apply_op("DecodeBase64", [input], name=name).outputs[0]
 
 
+@_dispatch.add_dispatch_support
 def decode_compressed(bytes, compression_type="", name=None):  # noqa: A002 - TF's name
     """Each string decompressed ("" none, "ZLIB" or "GZIP").
 

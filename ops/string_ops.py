@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
@@ -118,6 +119,7 @@ async def _string_split_v2(ctx, inp, sep):
     return _sparse_from_rows(rows)
 
 
+@_dispatch.add_dispatch_support
 def string_split(
     source, sep=None, skip_empty=True, delimiter=None, result_type="SparseTensor", name=None
 ):
@@ -358,6 +360,7 @@ async def _string_join(ctx, *inputs):
     return _strings(b[0].shape, joined)
 
 
+@_dispatch.add_dispatch_support
 def string_join(inputs, separator="", name=None):
     """Joins the strings in `inputs` element-wise (scalars broadcast)."""
     inputs = list(inputs)
@@ -570,6 +573,7 @@ async def _static_regex_full_match(ctx, inp):
     return _full_match(ctx, inp, pattern.encode() if isinstance(pattern, str) else pattern)
 
 
+@_dispatch.add_dispatch_support
 def regex_full_match(input, pattern, name=None):  # noqa: A002
     """Whether each string matches `pattern` entirely (TF's tf.strings.regex_full_match).
 

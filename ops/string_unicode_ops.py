@@ -23,6 +23,7 @@ import threading
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.ops.string_ops import check_choice
@@ -781,6 +782,7 @@ def unicode_encode(
         return _encode(x, output_encoding, errors, replacement_char)
 
 
+@_dispatch.add_dispatch_support
 def unicode_transcode(
     input,
     input_encoding,
@@ -804,6 +806,7 @@ def unicode_transcode(
     return _apply("UnicodeTranscode", [x], attrs, name=name)[0]
 
 
+@_dispatch.add_dispatch_support
 def unicode_script(input, name=None):  # noqa: A002
     """`tf.strings.unicode_script`: ICU's script code (UScriptCode) of each int32 code
     point; -1 for values outside U+0..U+10FFFF."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.registry import ANY, INDEX, NotDifferentiable, named_outputs, register_op
@@ -87,6 +88,7 @@ Unique = _unique_op("Unique", with_counts=False)
 UniqueWithCounts = _unique_op("UniqueWithCounts", with_counts=True)
 
 
+@_dispatch.add_dispatch_support
 def unique(x, out_idx=dtypes.int32, name=None):
     """The distinct values of the vector `x` in order of first appearance, and for each
     element of x its index in them (op Unique).

@@ -20,10 +20,11 @@ import numpy as np
 
 from asyncflow import dtypes, nest, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.data import ragged_batch, resampling, saving
+from asyncflow.data import extension_elements, ragged_batch, resampling, saving
 from asyncflow.data.structure import (
     _component_attrs,
     _DatasetSpec,
+    _ExtensionSpec,
     _flat,
     _from_components,
     _pack,
@@ -57,6 +58,8 @@ def _normalize(value):
     """TF's element normalization: tuples, dicts, namedtuples nest; the rest are tensors."""
     if isinstance(value, Dataset | SparseTensor | RaggedTensor):
         return value
+    if hasattr(value, "_tf_extension_type_fields"):  # an ExtensionType value
+        return value
     if isinstance(value, SparseTensorValue):
         return SparseTensor.from_value(value)
     if isinstance(value, dict):  # (an OrderedDict stays one, as TF's elements)
@@ -72,13 +75,35 @@ def _structure_of(value):
     return _pack(value, [_spec_of(t) for t in _flat(value)])
 
 
+def _legacy_type(spec: _Spec):
+    if isinstance(spec, _ExtensionSpec):
+        raise NotImplementedError(f"{type(spec.type_spec).__name__}._to_legacy_output_types()")
+    return spec.dtype
+
+
+def _legacy_shape(spec: _Spec):
+    if isinstance(spec, _ExtensionSpec):
+        if isinstance(getattr(type(spec.type_spec), "shape", None), property):
+            return spec.type_spec.shape  # (a Spec's own shape property, as TF reads it)
+        raise NotImplementedError(
+            "It appears that the Spec of the ExtensionType is missing a shape property. In "
+            "order to support tf.Data, it is recommended that you implement a shape property "
+            "on the Spec."
+        )
+    return spec.shape
+
+
 def _class_of(spec: _Spec):
+    if isinstance(spec, _ExtensionSpec):
+        return spec.type_spec.value_type
     if isinstance(spec, _SparseSpec):
         return SparseTensor
     return RaggedTensor if isinstance(spec, _RaggedSpec) else ops.Tensor
 
 
 def _spec_of(t) -> _Spec:
+    if hasattr(t, "_tf_extension_type_fields"):
+        return _ExtensionSpec(t)
     if isinstance(t, RaggedTensor):
         return _RaggedSpec(t.dtype, t.shape, t.ragged_rank, t.row_splits.dtype)
     return (_SparseSpec if isinstance(t, SparseTensor) else _Spec)(t.dtype, t.shape)
@@ -168,11 +193,21 @@ class Dataset:
 
     @property
     def output_types(self):
-        return self._map_specs(lambda s: s.dtype)
+        """TF1's element types.
+
+        Raises:
+          NotImplementedError: ExtensionType elements (TF's: their Specs have none).
+        """
+        return self._map_specs(_legacy_type)
 
     @property
     def output_shapes(self):
-        return self._map_specs(lambda s: s.shape)
+        """TF1's element shapes.
+
+        Raises:
+          NotImplementedError: ExtensionType elements (TF's message).
+        """
+        return self._map_specs(_legacy_shape)
 
     @property
     def output_classes(self):
@@ -192,8 +227,10 @@ class Dataset:
     # -- sources
     @staticmethod
     def from_tensor_slices(tensors, name=None) -> Dataset:
+        value = _normalize(tensors)
+        if any(hasattr(v, "_tf_extension_type_fields") for v in _flat(value)):
+            return extension_elements.slices(value, Dataset.from_tensor_slices)
         with ops.name_scope("TensorSliceDataset"):
-            value = _normalize(tensors)
             flat = _flat(value)
             if any(isinstance(t, SparseTensor) for t in flat):
                 raise TypeError(
@@ -443,6 +480,10 @@ class Dataset:
         self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None,
         name=None,
     ) -> Dataset:  # fmt: skip
+        if extension_elements.has_extension(self._structure):
+            return extension_elements.via_parts(
+                self, lambda ds: ds.batch(batch_size, drop_remainder), "_batch"
+            )
         bs = _i64(batch_size, "batch_size")
         static = ops.constant_value(bs) if drop_remainder is True else None
         outer = int(static) if static is not None else None
@@ -510,6 +551,8 @@ class Dataset:
         )
 
     def unbatch(self, name=None) -> Dataset:
+        if extension_elements.has_extension(self._structure):
+            return extension_elements.via_parts(self, lambda ds: ds.unbatch(), "_unbatch")
         structure = self._map_specs(
             lambda s: _respec(s, s.shape[1:]) if s.shape.ndims else _respec(s, None)
         )
@@ -851,6 +894,8 @@ class Dataset:
         from asyncflow import SparseTensorSpec, TensorSpec
 
         def spec(s):
+            if isinstance(s, _ExtensionSpec):
+                return s.type_spec
             if isinstance(s, _SparseSpec):
                 return SparseTensorSpec(s.shape, s.dtype)
             if isinstance(s, _DatasetSpec):
@@ -920,8 +965,14 @@ class Dataset:
 
     # -- iteration
     def make_one_shot_iterator(self):
+        """TF1's iterator over this dataset.
+
+        Raises:
+          NotImplementedError: ExtensionType elements (TF: no legacy output types).
+        """
         from asyncflow.data.iterator import Iterator
 
+        self.output_types  # noqa: B018 - (TF's NotImplementedError for ExtensionTypes)
         return Iterator._one_shot(self)
 
     def make_initializable_iterator(self, shared_name=None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from asyncflow import graph as ops
 from asyncflow import nest
+from asyncflow.composite_specs import register_type_spec_from_value
 from asyncflow.data.structure import (
     _component_attrs,
     _from_components,
@@ -80,6 +81,18 @@ class Optional:
     def element_spec(self):
         return self._element_spec
 
+    @property
+    def _type_spec(self) -> OptionalSpec:
+        return OptionalSpec(self._element_spec)
+
+    # Control flow (cond, while_loop) carries an optional as its variant tensor, as TF;
+    # ops/control_flow_contexts.py finds these two by name.
+    def _cf_parts(self) -> list:
+        return [self._variant_tensor]
+
+    def _cf_rebuild(self, parts) -> Optional:
+        return Optional(parts[0], self._element_spec)
+
 
 class OptionalSpec(TypeSpec):
     """`tf.OptionalSpec`: the type of an optional, by its element's spec (a TypeSpec:
@@ -105,6 +118,10 @@ class OptionalSpec(TypeSpec):
     def value_type(self):
         return Optional
 
+
+
+nest.register_composite(Optional, Optional._cf_parts, Optional._cf_rebuild)
+register_type_spec_from_value(Optional, OptionalSpec.from_value)
 
 
 def get_next_as_optional(iterator) -> Optional:

@@ -7,6 +7,7 @@ from asyncflow import dtypes, nest, tensor_shape
 
 __all__ = [
     "_DatasetSpec",
+    "_ExtensionSpec",
     "_RaggedSpec",
     "_SparseSpec",
     "_Spec",
@@ -85,6 +86,22 @@ class _RaggedSpec(_Spec):
         )
 
 
+class _ExtensionSpec(_Spec):
+    """An ExtensionType component: `type_spec` its Spec, `like` a value of it (the
+    structure its tensors are rebuilt in).  Its op-level component is a 0-d variant
+    packing those tensors (CompositeTensorVariantFromComponents, as TF's)."""
+
+    __slots__ = ("type_spec", "like")
+
+    def __init__(self, like):
+        super().__init__(dtypes.variant, [])
+        self.like = like
+        self.type_spec = like._type_spec
+
+    def __repr__(self) -> str:
+        return f"_ExtensionSpec({self.type_spec!r})"
+
+
 def _respec(spec: _Spec, shape) -> _Spec:
     """`spec` with another static shape, of the same kind (dense or sparse)."""
     return (_SparseSpec if isinstance(spec, _SparseSpec) else _Spec)(spec.dtype, shape)
@@ -109,7 +126,15 @@ def _to_components(flat: list) -> list:
 
     out = []
     for v in flat:
-        if isinstance(v, RaggedTensor):
+        if hasattr(v, "_tf_extension_type_fields"):
+            parts = v._cf_parts()
+            v = ops.apply_op(
+                "CompositeTensorVariantFromComponents",
+                [parts],
+                {"metadata": b"", "Tcomponents": [p.dtype for p in parts]},
+                name="CompositeTensorVariantFromComponents",
+            ).outputs[0]
+        elif isinstance(v, RaggedTensor):
             splits = v.nested_row_splits
             v = ops.apply_op(
                 "_RaggedToDatasetHandle",
@@ -137,7 +162,18 @@ def _from_components(structure, tensors: list):
     specs = _flat(structure)
     out = []
     for s, t in zip(specs, tensors):
-        if isinstance(s, _RaggedSpec):
+        if isinstance(s, _ExtensionSpec):
+            like = s.like._cf_parts()
+            parts = ops.apply_op(
+                "CompositeTensorVariantToComponents",
+                [t],
+                {"metadata": b"", "Tcomponents": [p.dtype for p in like]},
+                name="CompositeTensorVariantToComponents",
+            ).outputs
+            for part, template in zip(parts, like):
+                part.set_shape(template.shape)
+            t = s.like._cf_rebuild(list(parts))
+        elif isinstance(s, _RaggedSpec):
             parts = ops.apply_op(
                 "_DatasetHandleToRagged",
                 [t],

@@ -1,0 +1,213 @@
+"""`tf.experimental.DynamicRaggedShape`: the shape of a (possibly ragged) tensor as row
+partitions (one per ragged or partitioned dimension, outermost first) and the dense
+shape of the flat values they partition (`inner_shape`), as TF 2.21's graph-mode class.
+
+Invariant: `inner_shape[0]` is the last partition's number of values; `rank` is
+`num_row_partitions + inner_rank`.  What this asyncflow version lacks of TF's: its Spec
+and tf.broadcast_to / broadcasting between shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncflow import dtypes, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.ragged import RaggedTensor
+from asyncflow.ragged_methods import _cast, _const, _op, _static
+from asyncflow.row_partition import RowPartition
+
+__all__ = ["DynamicRaggedShape"]
+
+
+class DynamicRaggedShape:
+    """`tf.experimental.DynamicRaggedShape(row_partitions, inner_shape, dtype=None)`."""
+
+    def __init__(self, row_partitions, inner_shape, dtype=None, validate=False,
+                 static_inner_shape=None):  # fmt: skip
+        self._row_partitions = tuple(row_partitions)
+        if dtype is None:
+            dtype = self._row_partitions[0].dtype if self._row_partitions else dtypes.int64
+        self._dtype = dtypes.as_dtype(dtype)
+        if not isinstance(inner_shape, ops.Tensor):
+            inner_shape = _const(np.asarray(inner_shape, np.int64).reshape(-1), self._dtype)
+        self._inner_shape = _cast(inner_shape, self._dtype)
+        known = _static(self._inner_shape)
+        if static_inner_shape is None:
+            if known is not None:
+                static_inner_shape = tensor_shape.TensorShape([int(d) for d in known])
+            else:
+                rank = self._inner_shape.shape[0].value
+                static_inner_shape = tensor_shape.TensorShape(None if rank is None else
+                                                              [None] * rank)  # fmt: skip
+        self._static_inner_shape = tensor_shape.as_shape(static_inner_shape)
+
+    # -- factories
+
+    @classmethod
+    def from_lengths(cls, lengths, num_row_partitions=None, dtype=dtypes.int64):
+        """The shape whose dimensions have `lengths`: an int for a uniform dimension, a
+        tuple of row lengths for a ragged one.
+
+        Raises:
+          ValueError: a ragged dimension whose row count is not the number of values of
+            the dimensions before it ("Shape not consistent.").
+        """
+        lengths = list(lengths)
+        dtype = dtypes.as_dtype(dtype)
+        ragged = [i for i, d in enumerate(lengths) if isinstance(d, (tuple, list))]
+        if num_row_partitions is None:
+            num_row_partitions = ragged[-1] if ragged else 0
+        if ragged and (ragged[0] == 0 or ragged[-1] > num_row_partitions):
+            raise ValueError("Shape not consistent.")
+        if not lengths:
+            return cls([], _const(np.zeros([0], np.int64), dtype), dtype=dtype)
+        partitions, count = [], int(lengths[0])
+        for d in lengths[1 : num_row_partitions + 1]:
+            if isinstance(d, (tuple, list)):
+                if len(d) != count:
+                    raise ValueError("Shape not consistent.")
+                partitions.append(RowPartition.from_row_lengths(list(d), dtype=dtype))
+                count = int(sum(d))
+            else:
+                partitions.append(RowPartition.from_uniform_row_length(
+                    int(d), nvals=count * int(d), nrows=count, dtype=dtype))  # fmt: skip
+                count *= int(d)
+        inner = [count] + [int(d) for d in lengths[num_row_partitions + 1 :]]
+        return cls(partitions, _const(inner, dtype), dtype=dtype)
+
+    @classmethod
+    def from_row_partitions(cls, row_partitions, dtype=None):
+        """The shape of a ragged tensor with these partitions and flat values of one
+        dimension."""
+        row_partitions = list(row_partitions)
+        if not row_partitions:
+            raise ValueError("row_partitions cannot be empty")
+        inner = _op("Reshape", row_partitions[-1].nvals(), _const([1], dtypes.int32))
+        return cls(row_partitions, inner, dtype=dtype)
+
+    @classmethod
+    def from_tensor(cls, t, dtype=None):
+        """The shape of `t` (a Tensor, or a RaggedTensor: a partition per ragged
+        dimension)."""
+        if isinstance(t, RaggedTensor):
+            splits = t.nested_row_splits
+            dt = dtypes.as_dtype(dtype) if dtype is not None else splits[0].dtype
+            partitions = [RowPartition.from_row_splits(s, validate=False, dtype=dt)
+                          for s in splits]  # fmt: skip
+            values = t.flat_values
+        else:
+            values = ops.convert_to_tensor(t)
+            dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int32  # (TF's)
+            partitions = []
+        static = values.shape
+        if static.is_fully_defined():
+            inner = _const(static.as_list(), dt)
+        else:
+            inner = _op("Shape", values, out_type=dt)
+        return cls(partitions, inner, dtype=dt, static_inner_shape=static)
+
+    # -- what it holds
+
+    @property
+    def row_partitions(self) -> tuple:
+        return self._row_partitions
+
+    @property
+    def inner_shape(self):
+        return self._inner_shape
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def num_row_partitions(self) -> int:
+        return len(self._row_partitions)
+
+    @property
+    def inner_rank(self):
+        return self._static_inner_shape.rank
+
+    @property
+    def rank(self):
+        inner = self.inner_rank
+        return None if inner is None else inner + self.num_row_partitions
+
+    def is_uniform(self, axis) -> bool:
+        """Whether dimension `axis` has one length (every dimension but the ragged)."""
+        if 0 < axis <= self.num_row_partitions:
+            return self._row_partitions[axis - 1].is_uniform()
+        return True
+
+    def static_lengths(self, ragged_lengths=True) -> list:
+        """Each dimension's length where known at build time: an int, a tuple of row
+        lengths (ragged dimensions, with ragged_lengths), or None."""
+        if self.rank is None:
+            raise ValueError("Cannot get static lengths of a shape of unknown rank")
+        inner = self._static_inner_shape.as_list()
+        if not self._row_partitions:
+            return inner
+        out = [self._row_partitions[0].static_nrows]
+        for p in self._row_partitions:
+            if p.is_uniform():
+                out.append(p.static_uniform_row_length)
+            elif ragged_lengths:
+                known = _static(p.row_lengths())
+                out.append(None if known is None else tuple(int(x) for x in known))
+            else:
+                out.append(None)
+        return out + inner[1:]
+
+    def _to_tensor_shape(self) -> tensor_shape.TensorShape:
+        if self.rank is None:
+            return tensor_shape.unknown_shape()
+        lengths = self.static_lengths(ragged_lengths=False)
+        return tensor_shape.TensorShape(lengths)
+
+    def __getitem__(self, index):
+        """The length of dimension `index` (a scalar tensor), or the shape of a range
+        of uniform dimensions.
+
+        Raises:
+          IndexError: index not below the rank.
+          ValueError: a ragged dimension (TF's messages).
+        """
+        rank = self.rank
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(rank)
+            if any(not self.is_uniform(i) for i in range(start, stop)):
+                raise ValueError("All relevant dimensions must be uniform")
+            lengths = self.static_lengths()[start:stop]
+            if any(d is None for d in lengths):
+                raise ValueError("asyncflow slices shapes whose lengths are known statically")
+            return DynamicRaggedShape.from_lengths(lengths, dtype=self._dtype)
+        if index < 0:
+            index += rank
+        if index >= rank:
+            raise IndexError(f"Index is too big: {index}>={rank}")
+        if not self.is_uniform(index):
+            raise ValueError(f"Index {index} is not uniform")
+        known = self.static_lengths(ragged_lengths=False)[index]
+        if known is not None:
+            return _const(int(known), self._dtype)
+        if index == 0 and self._row_partitions:
+            return self._row_partitions[0].nrows()
+        if index <= self.num_row_partitions:
+            return self._row_partitions[index - 1].uniform_row_length()
+        return self._inner_shape[index - self.num_row_partitions]
+
+    def with_dtype(self, dtype) -> DynamicRaggedShape:
+        """This shape with its partitions and inner shape cast to `dtype`."""
+        dtype = dtypes.as_dtype(dtype)
+        if dtype == self._dtype:
+            return self
+        return DynamicRaggedShape([p.with_dtype(dtype) for p in self._row_partitions],
+                                  _cast(self._inner_shape, dtype), dtype=dtype,
+                                  static_inner_shape=self._static_inner_shape)  # fmt: skip
+
+    def __repr__(self) -> str:
+        lengths = self.static_lengths() if self.rank is not None else None
+        return (
+            f"<DynamicRaggedShape lengths={lengths} num_row_partitions={self.num_row_partitions}>"
+        )
