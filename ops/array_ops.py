@@ -24,6 +24,7 @@ from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, graph_io, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
+from asyncflow.dynamic_ragged_shape import DynamicRaggedShape
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops import manip_ops, slicing_ops
 from asyncflow.ops.manip_ops import *  # noqa: F403 - re-exported as one family
@@ -496,7 +497,11 @@ ops.register_constant_folder(
 
 @_dispatch.add_dispatch_support
 def shape(input, name=None, out_type=dtypes.int32, optimize=True):  # noqa: A002 - TF's name
-    """`tf.shape`: the dynamic shape of `input` (a Const when statically known, as TF1)."""
+    """`tf.shape`: the dynamic shape of `input` (a Const when statically known, as TF1);
+    of a RaggedTensor, its DynamicRaggedShape in `out_type` (TF's dispatch)."""
+    if _ragged.is_ragged(input):
+        with ops.name_scope(name, "RaggedShape", []):
+            return DynamicRaggedShape.from_tensor(input, dtype=out_type)
     with op_scope(name, "Shape", [input]) as scope:
         input = ops.convert_to_tensor(input)  # noqa: A001
         out_type = dtypes.as_dtype(out_type)

@@ -446,3 +446,22 @@ RUN_ERRORS = {
 def test_run_errors(case):
     with pytest.raises(errors.InvalidArgumentError):
         _run(RUN_ERRORS[case])
+
+
+def test_shape_is_dynamic_ragged_shape():
+    # (recorded from TF 2.21: tf.shape of a RaggedTensor is a DynamicRaggedShape, of
+    # out_type, which a session cannot fetch)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        s = tf.shape(_rt())
+        assert repr(s) == "<DynamicRaggedShape lengths=[3, None] num_row_partitions=1>"
+        assert (s.dtype, s.rank, s.num_row_partitions) == (tf.int32, 2, 1)
+        assert tf.shape(_rt(), out_type=tf.int64).dtype == tf.int64
+        inner = tf.ragged.constant([[[1.0, 2.0]], [[3.0, 4.0], [5.0, 6.0]]], ragged_rank=1)
+        assert repr(tf.shape(inner)) == (
+            "<DynamicRaggedShape lengths=[2, None, 2] num_row_partitions=1>"
+        )
+        assert sess.run(s.row_partitions[0].row_splits()).tolist() == [0, 2, 3, 6]
+        assert sess.run(s.inner_shape).tolist() == [6]
+        assert sess.run(s[0]) == 3
+        with pytest.raises(TypeError):
+            sess.run(s)
