@@ -17,8 +17,10 @@ example: $(BIN)/python
 quickstart: setup
 	$(BIN)/python examples/quickstart.py
 
+# Two pytest workers, one per core of the 2-core CI machine (the tests are independent;
+# each has a timeout), then the stand-in GPU set.
 test: setup
-	$(BIN)/python -m pytest -p no:cacheprovider
+	$(BIN)/python -m pytest -p no:cacheprovider -n 2
 	$(MAKE) test-fake-gpu
 
 # The op, training and example tests again with a stand-in GPU (devices/fake_cupy.py),
