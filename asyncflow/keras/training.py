@@ -279,7 +279,9 @@ class Model(Network):
                 updates = self.optimizer.get_updates(
                     loss=self.total_loss, params=self._collected_trainable_weights
                 )
-        return updates + self.updates
+        # Only the layers' updates made from this model's inputs (or from none): a nested
+        # model's updates on its own Input placeholder are not run, as Keras does.
+        return updates + self.get_updates_for(None) + self.get_updates_for(self.inputs)
 
     def _run(self, mode, inputs, targets=None, weights=None):
         fn = self._function(mode)
