@@ -254,7 +254,8 @@ class Layer:
         if self._call_inputs:
             relevant = self._call_inputs[-1]
         else:
-            relevant = [t for node in self._inbound_nodes for t in nest.flatten(node.input_tensors)]
+            nodes = self._inbound_nodes
+            relevant = [t for node in nodes for t in nest.flatten(node.input_tensors)]
         reachable = _reachable_from(relevant)
         for u in updates:
             if isinstance(u, (ops.Tensor, ops.Operation)):
