@@ -98,3 +98,155 @@ def test_densenet_custom_blocks_without_weights_is_named_densenet():
     )
     assert model.name == "densenet"
     assert model.output_shape == (None, 1, 1, 68)
+
+
+# -- TensorBoard: profile_batch and embeddings ------------------------------------------
+
+
+def _fields(buf):
+    """(field number, value) pairs of a protobuf message: ints for varints, bytes for
+    length-delimited fields (enough to read an XSpace back)."""
+    out, i = [], 0
+
+    def varint():
+        nonlocal i
+        n = shift = 0
+        while True:
+            b = buf[i]
+            i += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return n
+
+    while i < len(buf):
+        key = varint()
+        if key & 7 == 0:
+            out.append((key >> 3, varint()))
+        else:
+            assert key & 7 == 2
+            size = varint()
+            out.append((key >> 3, buf[i : i + size]))
+            i += size
+    return out
+
+
+def _embedding_model():
+    inp = K.Input((4,), dtype="int32")
+    flat = K.layers.Flatten()(K.layers.Embedding(10, 3, name="emb")(inp))
+    model = K.Model(inp, K.layers.Dense(1, name="out")(flat))
+    model.set_weights(
+        [np.arange(30).reshape(10, 3).astype("float32") / 10, np.ones((12, 1), "float32"),
+         np.zeros(1, "float32")]
+    )  # fmt: skip
+    model.compile("sgd", "mse")
+    return model
+
+
+EMB_X = np.arange(20).reshape(5, 4) % 10
+
+
+def test_tensorboard_embeddings_writes_projector_config_and_checkpoints(tmp_path):
+    model = _embedding_model()
+    board = K.callbacks.TensorBoard(
+        str(tmp_path), embeddings_freq=1, embeddings_data=EMB_X[:3], batch_size=2,
+        embeddings_metadata={"emb": "meta.tsv"}, write_graph=False, profile_batch=0,
+    )  # fmt: skip
+    y = np.ones((5, 1), "float32")
+    model.fit(EMB_X, y, batch_size=2, epochs=2, verbose=0, callbacks=[board], shuffle=False)
+    names = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("events."))
+    assert names == [
+        "checkpoint",
+        "keras_embedding.ckpt-0.data-00000-of-00001",
+        "keras_embedding.ckpt-0.index",
+        "keras_embedding.ckpt-0.meta",
+        "keras_embedding.ckpt-1.data-00000-of-00001",
+        "keras_embedding.ckpt-1.index",
+        "keras_embedding.ckpt-1.meta",
+        "projector_config.pbtxt",
+    ]
+    assert (tmp_path / "projector_config.pbtxt").read_text() == (
+        'embeddings {\n  tensor_name: "emb_embedding:0"\n  metadata_path: "meta.tsv"\n}\n'
+    )
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("keras_embedding.ckpt-1")
+    reader = tf.train.NewCheckpointReader(str(tmp_path / "keras_embedding.ckpt-1"))
+    assert reader.get_variable_to_shape_map() == {"emb_embedding": [3, 12]}
+    # TF 2.21's values (the embedding variables initialized by hand there: tf_keras
+    # leaves them uninitialized and fails at the first save with NotFoundError).
+    want = [
+        [-0.1137318, -0.01287703, 0.08797774, 0.18883252, 0.2896873, 0.39054209,
+         0.50315899, 0.60264409, 0.70212924, 0.80161428, 0.90109944, 1.0005846],
+        [0.9693405, 1.0687556, 1.16817117, 1.26758647, 1.36700201, 1.46641719,
+         1.51317596, 1.61943185, 1.7256875, 1.83194315, 1.93819892, 2.04445481],
+        [2.2197752, 2.32941175, 2.43904805, 2.54868484, 2.65832162, 2.76795793,
+         -0.1137318, -0.01287703, 0.08797774, 0.18883252, 0.2896873, 0.39054209],
+    ]  # fmt: skip
+    np.testing.assert_allclose(reader.get_tensor("emb_embedding"), want, rtol=1e-5, atol=1e-6)
+
+
+def test_tensorboard_embeddings_named_layer_and_metadata_string(tmp_path):
+    inp = K.Input((4,))
+    model = K.Model(inp, K.layers.Dense(1)(inp))
+    model.compile("sgd", "mse")
+    x, y = np.ones((4, 4), "float32"), np.ones((4, 1), "float32")
+    board = K.callbacks.TensorBoard(
+        str(tmp_path), write_graph=False, embeddings_freq=1, embeddings_data=x,
+        embeddings_layer_names=["dense"], embeddings_metadata="m.tsv",
+    )  # fmt: skip
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[board])
+    assert (tmp_path / "projector_config.pbtxt").read_text() == (
+        'embeddings {\n  tensor_name: "dense_embedding:0"\n  metadata_path: "m.tsv"\n}\n'
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("events.")) == [
+        "checkpoint", "keras_embedding.ckpt-0.data-00000-of-00001",
+        "keras_embedding.ckpt-0.index", "keras_embedding.ckpt-0.meta", "plugins",
+        "projector_config.pbtxt",
+    ]  # fmt: skip
+
+
+def test_tensorboard_embeddings_without_embedding_layer_raises_as_tf(tmp_path):
+    inp = K.Input((4,))
+    model = K.Model(inp, K.layers.Dense(1)(inp))
+    model.compile("sgd", "mse")
+    x = np.ones((4, 4), "float32")
+    board = K.callbacks.TensorBoard(str(tmp_path), embeddings_freq=1, embeddings_data=x)
+    with pytest.raises(ValueError, match="No variables to save"):
+        model.fit(x, x[:, :1], batch_size=2, epochs=1, verbose=0, callbacks=[board])
+
+
+def test_tensorboard_profile_batch_writes_an_xspace(tmp_path):
+    inp = K.Input((4,))
+    model = K.Model(inp, K.layers.Dense(1, name="out")(inp))
+    model.compile("sgd", "mse")
+    x, y = np.ones((6, 4), "float32"), np.ones((6, 1), "float32")
+    board = K.callbacks.TensorBoard(str(tmp_path), write_graph=False, profile_batch=2)
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[board])
+    # As TF: logdir/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.xplane.pb
+    runs = list((tmp_path / "plugins" / "profile").iterdir())
+    assert len(runs) == 1 and len(runs[0].name.split("_")) == 6
+    (path,) = runs[0].iterdir()
+    assert path.name.endswith(".xplane.pb")
+    space = _fields(path.read_bytes())
+    assert [v.decode() for f, v in space if f == 4] == [path.name[: -len(".xplane.pb")]]
+    (plane,) = [_fields(v) for f, v in space if f == 1]
+    assert [v for f, v in plane if f == 2] == [b"/host:CPU"]
+    names = set()
+    for f, entry in plane:
+        if f == 4:
+            (meta,) = [_fields(v) for k, v in _fields(entry) if k == 2]
+            names.add(dict(meta)[2].decode())
+    assert {"SessionRun", "out/BiasAdd:BiasAdd", "loss/out_loss/Mean:Mean"} <= names
+    lines = [dict(_fields(v)) for f, v in plane if f == 3]
+    assert lines[0][2] == b"python"
+    # The train function runs untraced again after the profiled batch.
+    assert model._function("train").run_options is None
+
+
+def test_tensorboard_profile_batch_zero_writes_no_profile(tmp_path):
+    inp = K.Input((4,))
+    model = K.Model(inp, K.layers.Dense(1)(inp))
+    model.compile("sgd", "mse")
+    x = np.ones((4, 4), "float32")
+    board = K.callbacks.TensorBoard(str(tmp_path), write_graph=False, profile_batch=0)
+    model.fit(x, x[:, :1], batch_size=2, epochs=1, verbose=0, callbacks=[board])
+    assert [p.name.startswith("events.") for p in tmp_path.iterdir()] == [True]

@@ -360,13 +360,25 @@ class Function:
     `fetch_callbacks[t]`, when set, receives the value of fetch `t` after each call.
     """
 
-    def __init__(self, inputs, outputs, updates=None, name=None, fetches=None):
+    def __init__(
+        self,
+        inputs,
+        outputs,
+        updates=None,
+        name=None,
+        fetches=None,
+        options=None,
+        run_metadata=None,
+    ):
         from asyncflow.ops import control_flow_ordering
 
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.fetches = list(fetches or [])
         self.fetch_callbacks = {}
+        # Passed to Session.run, as Keras' session kwargs (TensorBoard traces a batch).
+        self.run_options = options
+        self.run_metadata = run_metadata
         updates = [u for u in (updates or []) if u is not None]
         with ops.control_dependencies(self.outputs):
             self._update_op = control_flow_ordering.group(*updates) if updates else None
@@ -380,7 +392,9 @@ class Function:
         fetches = list(self.outputs) + extra
         if self._update_op is not None:
             fetches.append(self._update_op)
-        out = get_session().run(fetches, feed_dict=feed)
+        out = get_session().run(
+            fetches, feed_dict=feed, options=self.run_options, run_metadata=self.run_metadata
+        )
         n = len(self.outputs)
         for tensor, value in zip(extra, out[n : n + len(extra)], strict=True):
             if tensor in self.fetch_callbacks:
@@ -389,4 +403,12 @@ class Function:
 
 
 def function(inputs, outputs, updates=None, name=None, **kwargs) -> Function:
-    return Function(inputs, outputs, updates=updates, name=name, fetches=kwargs.get("fetches"))
+    return Function(
+        inputs,
+        outputs,
+        updates=updates,
+        name=name,
+        fetches=kwargs.get("fetches"),
+        options=kwargs.get("options"),
+        run_metadata=kwargs.get("run_metadata"),
+    )
