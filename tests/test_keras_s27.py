@@ -250,3 +250,89 @@ def test_tensorboard_profile_batch_zero_writes_no_profile(tmp_path):
     board = K.callbacks.TensorBoard(str(tmp_path), write_graph=False, profile_batch=0)
     model.fit(x, x[:, :1], batch_size=2, epochs=1, verbose=0, callbacks=[board])
     assert [p.name.startswith("events.") for p in tmp_path.iterdir()] == [True]
+
+
+# -- tf.layers.experimental: Keras-style layers -------------------------------------------
+
+
+def test_keras_style_scope_names_and_variables_as_tf():
+    x = tf.placeholder(tf.float32, [None, 3])
+    with tf.layers.experimental.keras_style_scope():
+        d = tf.layers.Dense(2, kernel_regularizer=tf.nn.l2_loss)
+        with tf.name_scope("ns"):
+            y = d(x)
+        y2 = d(x)
+        bn = tf.layers.BatchNormalization()
+        bn(x, training=True)
+    # TF 2.21: Keras names from 1, variables named by the first call's name scope,
+    # resource variables, updates kept out of UPDATE_OPS, regularizers in the collection.
+    assert d.name == "dense_1"
+    assert [v.name for v in d.variables] == ["ns/dense_1/kernel:0", "ns/dense_1/bias:0"]
+    assert (y.name, y2.name) == ("ns/dense_1/BiasAdd:0", "dense_1/BiasAdd:0")
+    assert type(d.variables[0]).__name__ == "ResourceVariable"
+    assert len(d.losses) == 1 and len(tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)) == 1
+    assert bn.name == "batch_normalization_1"
+    assert [v.name for v in bn.trainable_variables] == [
+        "batch_normalization_1/gamma:0",
+        "batch_normalization_1/beta:0",
+    ]
+    assert len(bn.updates) == 2 and tf.get_collection(tf.GraphKeys.UPDATE_OPS) == []
+    assert len(tf.trainable_variables()) == 4
+
+
+def test_keras_style_scope_refuses_scope_and_reuse():
+    x = tf.placeholder(tf.float32, [None, 4, 4, 3])
+    with tf.layers.experimental.keras_style_scope():
+        with pytest.raises(ValueError, match="scope argument not allowed .* saw: s$"):
+            tf.layers.Dense(2, _scope="s")
+        with pytest.raises(ValueError, match="reuse argument not allowed .* saw: True"):
+            tf.layers.Dense(2, _reuse=True)
+        with pytest.raises(ValueError, match="scope argument not allowed .* saw: z"):
+            tf.layers.Dense(2)(x, scope="z")
+        # The functional layers make a Keras-style layer: `name` is a refused scope.
+        with pytest.raises(ValueError, match="scope argument not allowed .* saw: foo"):
+            tf.layers.dense(x, 2, name="foo")
+        with pytest.raises(ValueError, match="reuse argument not allowed"):
+            tf.layers.dense(x, 2, reuse=True)
+        # Recorded from TF 2.21 (the refused layers above took dense_1..dense_4).
+        assert tf.layers.dense(x, 2).name == "dense_5/BiasAdd:0"
+        assert tf.layers.conv2d(x, 2, 3).name == "conv2d_1/BiasAdd:0"
+        assert tf.layers.dropout(x, 0.5, training=True).name == "dropout_1/dropout/SelectV2:0"
+        assert tf.layers.flatten(x).name == "flatten_1/Reshape:0"
+        assert tf.layers.max_pooling2d(x, 2, 2).name == "max_pooling2d_1/MaxPool:0"
+    # Outside the scope, layers use variable scopes again.
+    d = tf.layers.Dense(2)
+    d(x)
+    assert (d.name, d.variables[0].name) == ("dense_6", "dense/kernel:0")
+
+
+def test_set_keras_style_and_shared_name_counter():
+    x = tf.placeholder(tf.float32, [None, 3])
+    a = tf.layers.Dense(2)
+    a(x)
+    b = tf.keras.layers.Dense(2)
+    # TF 2.21: tf.layers count in Keras' names (a is dense_1, so b is dense_1 too:
+    # Keras' own layers are named from 0).
+    assert (a.name, [v.name for v in a.variables], b.name) == (
+        "dense_1",
+        ["dense/kernel:0", "dense/bias:0"],
+        "dense_1",
+    )
+    from asyncflow import layer_classes
+
+    try:
+        assert tf.layers.experimental.set_keras_style() is None
+        c = tf.layers.Dense(2)
+        c(x)
+        assert [v.name for v in c.variables] == ["dense_3/kernel:0", "dense_3/bias:0"]
+    finally:
+        layer_classes._KERAS_STYLE[0] = False
+
+
+def test_layer_classes_name_ops_in_their_scope_as_tf():
+    x = tf.placeholder(tf.float32, [None, 4, 4, 3])
+    # TF 2.21's names (the ops went into a second scope here).
+    assert tf.layers.Flatten()(x).name == "flatten/Reshape:0"
+    assert tf.layers.Dropout(0.5)(x, training=True).name == "dropout/dropout/SelectV2:0"
+    assert tf.layers.MaxPooling2D(2, 2)(x).name == "max_pooling2d/MaxPool:0"
+    assert tf.layers.flatten(x).name == "flatten_1/Reshape:0"

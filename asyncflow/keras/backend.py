@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 
-from asyncflow import dtypes
+from asyncflow import dtypes, layer_classes
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow import session as _session
@@ -71,7 +71,7 @@ _MANUAL_VAR_INIT: list = [False]
 _LEARNING_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _FIXED_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # graph -> {prefix: count} for layer and model names
-_UIDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_UIDS: weakref.WeakKeyDictionary = layer_classes.OBJECT_NAME_UIDS  # tf.layers count in it
 # graph -> variables outside every collection that Keras still initializes (metrics')
 _TRACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # graph -> ids of the variables Keras has already initialized (or seen initialized)
