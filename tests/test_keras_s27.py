@@ -336,3 +336,117 @@ def test_layer_classes_name_ops_in_their_scope_as_tf():
     assert tf.layers.Dropout(0.5)(x, training=True).name == "dropout/dropout/SelectV2:0"
     assert tf.layers.MaxPooling2D(2, 2)(x).name == "max_pooling2d/MaxPool:0"
     assert tf.layers.flatten(x).name == "flatten_1/Reshape:0"
+
+
+# -- keras.utils: DeterministicRandomTestTool, StepsPerExecutionTuner -----------------------
+
+
+def _seeds(t):
+    op = t.op
+    while "seed2" not in op.node_def.attr:
+        op = op.inputs[0].op
+    return op.get_attr("seed"), op.get_attr("seed2")
+
+
+@pytest.mark.parametrize(
+    "mode, want",
+    [
+        # TF 2.21: graph seed after the scope, operation_seed, the seeds of a, b, v's
+        # draw and of a random op made after the scope, then a, b, v's values.
+        ("constant", (0, 0, (42, 0), (42, 0), (0, 2147483647),
+                      [0.8354591, 0.9162973, 0.49464953], [-0.30101568, 0.51859164],
+                      [0.8217038, 1.0197161])),
+        ("num_random_ops", (42, 3, (42, 0), (42, 1), (42, 0),
+                            [0.8354591, 0.9162973, 0.49464953], [-1.499947, -1.2420495],
+                            [1.1948923, -0.33785152])),
+    ],
+)  # fmt: skip
+def test_deterministic_random_test_tool_seeds_as_tf(mode, want, _fresh_graph):
+    g = _fresh_graph
+    tool = K.utils.DeterministicRandomTestTool(mode=mode)
+    assert (tool.operation_seed, g.seed) == (0, None)
+    with tool.scope():
+        assert g.seed == 42
+        a = tf.random.uniform([3])
+        b = tf.random.normal([2], seed=7)  # the op seed asked for is ignored
+        v = tf.get_variable("v", [2], initializer=tf.glorot_uniform_initializer())
+    c = tf.random.uniform([1])
+    assert (g.seed, tool.operation_seed, _seeds(a), _seeds(b), _seeds(c)) == want[:5]
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        got = sess.run([a, b, v])
+    for value, expected in zip(got, want[5:], strict=True):
+        np.testing.assert_allclose(value, expected, rtol=1e-6)
+
+
+def test_deterministic_random_test_tool_errors():
+    with pytest.raises(
+        ValueError, match="Mode arg must be 'constant' or 'num_random_ops'. Got: x"
+    ):
+        K.utils.DeterministicRandomTestTool(mode="x")
+    tool = K.utils.DeterministicRandomTestTool(mode="num_random_ops")
+    with tool.scope():
+        tf.random.uniform([1])
+        tf.random.uniform([1])
+    tool.operation_seed = 1
+    with tool.scope(), pytest.raises(ValueError, match="re-use the already-used operation seed 1"):
+        tf.random.uniform([1])
+
+
+def test_steps_per_execution_tuner_in_graph_mode():
+    spe = tf.Variable(1, dtype=tf.int64)
+    tuner = K.utils.StepsPerExecutionTuner(K.optimizers.SGD(), spe)
+    assert tuner.steps_per_execution is spe
+    assert (tuner.interval, tuner.change_spe_interval, tuner.spe_change_threshold) == (5, 10, 0.1)
+    # TF 2.21 in graph mode: start() reads the optimizer's iterations with numpy().
+    with pytest.raises(NotImplementedError, match="only available when eager execution"):
+        tuner.start()
+    assert tuner.stop() is None and tuner.steps_per_execution_stop_event.is_set()
+
+
+# -- keras.layers.experimental.DynamicLookup / DynamicEmbedding, UpdateEmbeddingCallback ----
+
+_DIMENSION_ERROR = "Dimension value must be integer or None or have an __index__ method"
+
+
+def test_dynamic_lookup_cannot_be_made_in_graph_mode_as_tf():
+    DL = K.layers.experimental.DynamicLookup
+    with pytest.raises(ValueError, match="Either specify the initial vocabulary or provide"):
+        DL(5, initial_vocabulary=["a"])
+    # TF 2.21 graph mode: the table size is a tensor, which no shape can hold.
+    with pytest.raises(
+        TypeError, match=_DIMENSION_ERROR + ".*'Cast_1:0' shape=\\(\\) dtype=int32"
+    ):
+        DL(5, initial_vocabulary=tf.constant(["a", "b"]))
+    for vocabulary in (tf.int64, "string"):
+        with pytest.raises(TypeError, match=_DIMENSION_ERROR):
+            DL(5, initial_vocabulary=vocabulary)
+    with pytest.raises(ValueError, match="LRU eviction policy is currently unsupported"):
+        DL(5, initial_vocabulary=tf.constant(["a"]), eviction_policy="LRU")
+    with pytest.raises(TypeError, match=_DIMENSION_ERROR):
+        K.layers.experimental.DynamicEmbedding(5, 2, initial_vocabulary=tf.constant(["a"]))
+    # TF 2.21's names afterwards (the DynamicEmbedding made its Embedding first).
+    assert (K.layers.Embedding(2, 2).name, K.layers.Dense(1).name) == ("embedding_1", "dense")
+
+
+def test_update_embedding_callback_updates_its_layer_on_interval():
+    class Layer:
+        calls = 0
+
+        def update_embeddings(self, strategy):
+            Layer.calls += 1
+
+    callback = K.callbacks.experimental.UpdateEmbeddingCallback(Layer(), interval=3600)
+    assert (callback._epoch, callback.interval, callback.daemon, callback.is_alive()) == (
+        0, 3600, True, False,
+    )  # fmt: skip
+    inp = K.Input((2,))
+    model = K.Model(inp, K.layers.Dense(1)(inp))
+    model.compile("sgd", "mse")
+    callback.set_model(model)
+    with callback:  # the thread calls on_interval once, then waits an hour
+        assert callback.is_alive()
+    callback.thread.join(5)
+    assert not callback.is_alive() and Layer.calls == 1
+    callback.on_epoch_begin(3)
+    assert callback._epoch == 3

@@ -23,6 +23,7 @@ from asyncflow.keras import (
     regularizers,
     utils,
 )
+from asyncflow.keras import dynamic_embedding as _dynamic_embedding
 from asyncflow.keras import layer_configs as _layer_configs
 from asyncflow.keras.callbacks_tensorboard import TensorBoard as _TensorBoard
 from asyncflow.keras.engine import Input
@@ -47,6 +48,18 @@ models.WideDeepModel = _WideDeepModel
 utils.warmstart_embedding_matrix = _warmstart
 utils.get_or_create_layer = _get_or_create_layer
 utils.track_tf1_style_variables = _track_tf1_style
+# The dynamic embedding layers and their callback build on layers.py and callbacks.py.
+layers.experimental.DynamicLookup = _dynamic_embedding.DynamicLookup
+layers.experimental.DynamicEmbedding = _dynamic_embedding.DynamicEmbedding
+
+
+class _CallbacksExperimental:
+    """`tf.keras.callbacks.experimental`."""
+
+    UpdateEmbeddingCallback = _dynamic_embedding.UpdateEmbeddingCallback
+
+
+callbacks.experimental = _CallbacksExperimental()
 
 
 class _Experimental:
