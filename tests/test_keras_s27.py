@@ -6,6 +6,8 @@ Expected values were recorded from TF 2.21 (tf_keras, TF_USE_LEGACY_KERAS=1,
 tf.disable_v2_behavior()) unless a test says otherwise.
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -450,3 +452,61 @@ def test_update_embedding_callback_updates_its_layer_on_interval():
     assert not callback.is_alive() and Layer.calls == 1
     callback.on_epoch_begin(3)
     assert callback._epoch == 3
+
+
+# -- keras.callbacks.SidecarEvaluatorModelExport -------------------------------------------
+
+
+def test_sidecar_evaluator_model_export_saves_the_best_as_tf(tmp_path, capsys, caplog):
+    inp = K.Input((2,))
+    model = K.Model(inp, K.layers.Dense(1)(inp))
+    model.compile("sgd", "mse")
+    (tmp_path / "ck").mkdir()
+    callback = K.callbacks.SidecarEvaluatorModelExport(
+        export_filepath=str(tmp_path / "best" / "best-{epoch:04d}.h5"),
+        checkpoint_filepath=str(tmp_path / "ck" / "ckpt-{epoch:04d}"),
+        save_weights_only=True, monitor="loss", mode="min", verbose=1,
+    )  # fmt: skip
+    assert callback.save_best_only
+    callback.set_model(model)
+    callback.on_test_begin()
+    assert callback.export_index == 0
+    indices = []
+    for i, loss in [(3, 0.5), (5, 0.7), (7, 0.2)]:
+        for ext in (".index", ".data-00000-of-00001"):
+            path = tmp_path / "ck" / f"ckpt-{i:04d}{ext}"
+            path.write_text("x")
+            os.utime(path, (1000 + i, 1000 + i))
+        callback.on_test_begin()
+        indices.append(callback.export_index)
+        callback.on_test_end({"loss": loss})
+    # TF 2.21: the training epoch is the checkpoint's number; the best is exported
+    # (its directory made), a worse one is not.
+    assert indices == [2, 4, 6]
+    assert sorted(p.name for p in (tmp_path / "best").iterdir()) == [
+        "best-0003.h5",
+        "best-0007.h5",
+    ]
+    out = capsys.readouterr().out
+    assert "Epoch 3: loss improved from inf to 0.50000, saving model to" in out
+    assert "Epoch 5: loss did not improve from 0.50000" in out
+    assert "Epoch 7: loss improved from 0.50000 to 0.20000" in out
+    callback.on_test_end({"acc": 1.0})
+    assert "Can save best model only with loss available, skipping." in caplog.text
+
+
+def test_model_saves_make_their_directory_as_keras(tmp_path):
+    inp = K.Input((2,))
+    model = K.Model(inp, K.layers.Dense(1)(inp))
+    # TF 2.21: the TF-format weights and model.save(h5) make the directory; h5 weights
+    # do not.
+    model.save_weights(str(tmp_path / "b" / "w.ckpt"))
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [
+        "checkpoint",
+        "w.ckpt.data-00000-of-00001",
+        "w.ckpt.index",
+    ]
+    model.save(str(tmp_path / "c" / "m.h5"))
+    assert (tmp_path / "c" / "m.h5").exists()
+    with pytest.raises(FileNotFoundError):
+        model.save_weights(str(tmp_path / "a" / "w.h5"))

@@ -25,6 +25,7 @@ from asyncflow.keras import (
 )
 from asyncflow.keras import dynamic_embedding as _dynamic_embedding
 from asyncflow.keras import layer_configs as _layer_configs
+from asyncflow.keras.callbacks_sidecar import SidecarEvaluatorModelExport as _SidecarExport
 from asyncflow.keras.callbacks_tensorboard import TensorBoard as _TensorBoard
 from asyncflow.keras.engine import Input
 from asyncflow.keras.estimator_lib import model_to_estimator as _model_to_estimator
@@ -42,6 +43,7 @@ layers.serialize = _layer_configs.serialize
 layers.deserialize = _layer_configs.deserialize
 # TensorBoard has its own module (it builds summary ops); tf.keras.callbacks shows it.
 callbacks.TensorBoard = _TensorBoard
+callbacks.SidecarEvaluatorModelExport = _SidecarExport
 # The premade models subclass Model, which models.py re-exports (so it cannot import them).
 models.LinearModel = _LinearModel
 models.WideDeepModel = _WideDeepModel

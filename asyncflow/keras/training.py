@@ -674,6 +674,10 @@ class Model(Network):
                 saving.save_weights_to_hdf5(f, self)
             return
 
+        # Keras' TF format makes the directory (its h5 format does not).
+        directory = os.path.dirname(os.fspath(filepath))
+        if directory:
+            os.makedirs(directory, exist_ok=True)
         path = _root_checkpoint(self).write(filepath, session=backend.get_session())
         saver.update_checkpoint_state(
             os.path.dirname(os.path.abspath(path)), path, [path], save_relative_paths=True
