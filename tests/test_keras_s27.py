@@ -641,3 +641,55 @@ def test_python_state_in_an_object_checkpoint_as_tf(tmp_path):
         state.value = "changed"
         ckpt.restore(path).assert_consumed().run_restore_ops(sess)
         assert state.value == b"hello"  # bytes, as TF's graph mode restores it
+
+
+# -- keras.export.ExportArchive ------------------------------------------------------------
+
+
+def test_export_archive_errors_as_tf():
+    inp = K.Input((3,))
+    model = K.Model(inp, K.layers.Dense(2)(inp))
+    archive = K.export.ExportArchive()
+    with pytest.raises(ValueError, match="Invalid resource type. .* '<class 'int'>'"):
+        archive.track(3)
+    with pytest.raises(ValueError, match="has not yet been built"):
+        archive.track(K.layers.Dense(2))
+    archive.track(model)
+    assert [v.name for v in archive.variables] == ["dense/kernel:0", "dense/bias:0"]
+    with pytest.raises(ValueError, match="you must provide an `input_signature`"):
+        archive.add_endpoint("x", lambda z: z)
+    with pytest.raises(ValueError, match="No endpoints have been set yet"):
+        archive.write_out("/nonexistent")
+    spec = [tf.TensorSpec((None, 3), tf.float32)]
+    archive.add_endpoint("serve", model.__call__, input_signature=spec)
+    with pytest.raises(ValueError, match="Endpoint name 'serve' is already taken."):
+        archive.add_endpoint("serve", model.__call__, input_signature=spec)
+    with pytest.raises(ValueError, match="Expected `variables` to be a list/tuple/set"):
+        archive.add_variable_collection("c", 3)
+    with pytest.raises(ValueError, match="Found instead the following types: \\[<class 'int'>\\]"):
+        archive.add_variable_collection("c", [3])
+
+
+def test_export_archive_writes_a_servable_saved_model(tmp_path, capsys):
+    inp = K.Input((3,))
+    model = K.Model(inp, K.layers.Dense(2)(inp))
+    model.set_weights([np.arange(6, dtype=np.float32).reshape(3, 2), np.ones(2, np.float32)])
+    archive = K.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(
+        "serve", model.__call__, input_signature=[tf.TensorSpec((None, 3), tf.float32)]
+    )
+    archive.write_out(str(tmp_path / "art"))
+    out = capsys.readouterr().out
+    assert out.startswith(f"Saved artifact at '{tmp_path / 'art'}'. The following endpoints")
+    assert "* Endpoint 'serve'\n  args_0 (POSITIONAL_ONLY): TensorSpec(shape=(?, 3)" in out
+    assert "Output Type:\n  TensorSpec(shape=(?, 2), dtype=tf.float32, name=None)" in out
+    x = np.array([[1, 2, 3], [0, -1, 0.5]], np.float32)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        meta = tf.saved_model.loader.load(sess, ["serve"], str(tmp_path / "art"))
+        assert sorted(meta.signature_def) == ["serve", "serving_default"]
+        sig = meta.signature_def["serving_default"]
+        assert sig.method_name == "tensorflow/serving/predict"
+        got = sess.run(sig.outputs["output_0"].name, {sig.inputs["args_0"].name: x})
+    # TF 2.21's artifact gives these (and TF loads this one and gives them too).
+    np.testing.assert_allclose(got, [[17.0, 23.0], [1.0, 0.5]])

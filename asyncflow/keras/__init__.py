@@ -24,6 +24,7 @@ from asyncflow.keras import (
     utils,
 )
 from asyncflow.keras import dynamic_embedding as _dynamic_embedding
+from asyncflow.keras import export_archive as _export_archive
 from asyncflow.keras import layer_configs as _layer_configs
 from asyncflow.keras.callbacks_sidecar import SidecarEvaluatorModelExport as _SidecarExport
 from asyncflow.keras.callbacks_tensorboard import TensorBoard as _TensorBoard
@@ -77,6 +78,15 @@ class _Experimental:
 experimental = _Experimental()
 
 
+class _Export:
+    """`tf.keras.export`."""
+
+    ExportArchive = _export_archive.ExportArchive
+
+
+export = _Export()
+
+
 class _Estimator:
     """`tf.keras.estimator`."""
 
@@ -90,6 +100,7 @@ __all__ = [
     "applications",
     "experimental",
     "estimator",
+    "export",
     "backend",
     "callbacks",
     "constraints",
