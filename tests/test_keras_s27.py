@@ -602,6 +602,12 @@ def test_max_shard_size_policy_shards_as_tf(max_size):
     assert _shard_values(shards) == MAX_SHARD_CASES[max_size]
 
 
+def test_max_shard_size_policy_refuses_an_element_larger_than_a_shard():
+    # TF 2.21 never returns here (it opens new shards forever).
+    with pytest.raises(ValueError, match="an element of w \\(8 bytes\\) is larger than"):
+        E.MaxShardSizePolicy(7)([_shardable(tf.constant(np.arange(5, dtype=np.int64)), "w")])
+
+
 class _Greeting(E.PythonState):
     def __init__(self):
         self.value = "hello"

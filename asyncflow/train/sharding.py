@@ -13,7 +13,8 @@ axis that needs the fewest pieces to fill the room left, a piece at a time, each
 `slice` of the tensor named by its SaveSliceInfo spec ("<full shape> <offset,len:...>",
 even when the tensor is not cut).  Scalars are never cut: one larger than a shard gets
 a shard of its own, at the end.  The object graph and variant tensors count as empty,
-and so do strings when no default session can measure them.
+and so do strings when no default session can measure them.  A tensor whose single
+element is larger than a shard raises ValueError (TF opens empty shards forever).
 """
 
 from __future__ import annotations
@@ -170,6 +171,12 @@ class _Partitioner:
         while size > self.room:
             axis, length = piece.next_cut(self.room)
             if length == 0:
+                if self.room == self.max:
+                    # TF loops forever here; one element larger than a shard can't fit.
+                    raise ValueError(
+                        f"MaxShardSizePolicy: an element of {key} ({item_size} bytes) is "
+                        f"larger than max_shard_size ({self.max} bytes)"
+                    )
                 self._new_shard()
             else:
                 self._add_cut(piece, axis, length)
