@@ -701,3 +701,14 @@ def test_export_archive_writes_a_servable_saved_model(tmp_path, capsys):
         got = sess.run(sig.outputs["output_0"].name, {sig.inputs["args_0"].name: x})
     # TF 2.21's artifact gives these (and TF loads this one and gives them too).
     np.testing.assert_allclose(got, [[17.0, 23.0], [1.0, 0.5]])
+
+
+def test_event_file_names_its_writer_as_tf(tmp_path):
+    # TF 2.21's first event: file_version and source_metadata (38 bytes more than here
+    # before), as the TensorBoard callback's file showed.
+    writer = tf.summary.FileWriter(str(tmp_path))
+    writer.close()
+    (path,) = tmp_path.iterdir()
+    (first,) = list(tf.train.summary_iterator(str(path)))
+    assert first.file_version == "brain.Event:2"
+    assert first.source_metadata.writer == "tensorflow.core.util.events_writer"

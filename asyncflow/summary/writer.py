@@ -1,7 +1,8 @@
 """Event files for TensorBoard: `FileWriter`, `FileWriterCache` (TF1's `tf.summary`).
 
 An event file is a TFRecord file of serialized `Event` protos, the first one carrying
-`file_version: "brain.Event:2"`; its name is
+`file_version: "brain.Event:2"` and, as TF 2.x writes it, `source_metadata { writer:
+"tensorflow.core.util.events_writer" }`; its name is
 `events.out.tfevents.<10-digit seconds>.<hostname><filename_suffix>`.
 
 Writing never blocks the caller: `add_event` serializes and frames the event where it
@@ -47,7 +48,7 @@ import aiofiles
 
 from asyncflow import graph as ops
 from asyncflow.ops.summary_ops import made_here, summary_event_bytes
-from asyncflow.protos.event_pb2 import Event, SessionLog, TaggedRunMetadata
+from asyncflow.protos.event_pb2 import Event, SessionLog, SourceMetadata, TaggedRunMetadata
 from asyncflow.protos.summary_pb2 import Summary
 from asyncflow.python_io import _frame
 
@@ -122,7 +123,12 @@ class EventFileWriter:
         self._in_flight = False
         self._error: BaseException | None = None
         self._closed = False
-        first = Event(wall_time=now, file_version="brain.Event:2")
+        # TF's EventsWriter names itself in the first event too.
+        first = Event(
+            wall_time=now,
+            file_version="brain.Event:2",
+            source_metadata=SourceMetadata(writer="tensorflow.core.util.events_writer"),
+        )
         self._pending.append(_frame(first.SerializeToString()))
         running = _running_loop()
         if running is not None:  # async code: the task goes on the caller's loop
