@@ -4,9 +4,19 @@ A layer object makes its variables on its first call under a variable scope name
 after it ("dense", "dense_1", ... or `name`) and reuses them on later calls, as TF1's
 layers do; the built-in classes run the functional layers of layer_functions.py inside
 that scope.
+
+Keras style (`experimental.keras_style_scope()`, `experimental.set_keras_style()`): a
+layer made then takes a Keras name ("dense_1", "dense_2", ... from Keras' per-graph
+counter, which every tf.layers layer made without a name counts in, as TF's do), owns
+resource variables named after the name scope of its first call rather than kept in
+the variable store, keeps its updates out of UPDATE_OPS, and refuses `scope`/`_reuse`.
 """
 
 from __future__ import annotations
+
+import contextlib
+import re
+import weakref
 
 from asyncflow import dtypes
 from asyncflow import graph as ops
@@ -36,6 +46,47 @@ from asyncflow.layer_functions_3d import (
 )
 
 __all__: list[str] = []
+
+
+# -- Keras style -------------------------------------------------------------------------------
+
+# graph -> {prefix: count}: the layer and model names Keras gives (keras.backend's uids);
+# here because tf.layers count in it too.
+OBJECT_NAME_UIDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_KERAS_STYLE = [False]
+
+
+def unique_layer_name(base: str, zero_based: bool = True) -> str:
+    """`base`, `base_1`, ... (zero_based) or `base_1`, `base_2`, ... per graph."""
+    uids = OBJECT_NAME_UIDS.setdefault(ops.get_default_graph(), {})
+    uids[base] = uid = uids.get(base, 0) + 1
+    if zero_based:
+        return base if uid == 1 else f"{base}_{uid - 1}"
+    return f"{base}_{uid}"
+
+
+@contextlib.contextmanager
+def keras_style_scope():
+    """Layers made inside use Keras-style variables (module docstring); restored on
+    exit, even on an error."""
+    saved = _KERAS_STYLE[0]
+    _KERAS_STYLE[0] = True
+    try:
+        yield
+    finally:
+        _KERAS_STYLE[0] = saved
+
+
+def _generic_name(cls) -> str:
+    if "_base_name" in vars(cls) or cls is Layer:
+        return cls._base_name
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", cls.__name__)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def set_keras_style() -> None:
+    """Every layer made from now on uses Keras-style variables."""
+    _KERAS_STYLE[0] = True
 
 
 # -- layer classes ----------------------------------------------------------------------------
@@ -109,12 +160,33 @@ class Layer:
         self._losses: list = []
         self.input_spec = None
         self._reuse = kwargs.pop("_reuse", None)
+        scope = kwargs.pop("_scope", None)
+        self._keras_style = _KERAS_STYLE[0]
+        self._var_prefix = None  # keras style: the name scope of the first call
+        self._keras_name = None
+        if not name:
+            # Counted in either style (and before the checks), as TF's layers take a
+            # Keras name either way.
+            self._keras_name = unique_layer_name(_generic_name(type(self)), zero_based=False)
+            if self._keras_style:
+                self._name = self._keras_name
+        if self._keras_style:
+            if scope is not None:
+                raise ValueError(
+                    "scope argument not allowed when keras style layers are enabled, but saw: "
+                    f"{scope}"
+                )
+            if self._reuse is not None:
+                raise ValueError(
+                    "reuse argument not allowed when keras style layers are enabled, but saw: "
+                    f"{self._reuse}"
+                )
 
     @property
     def name(self) -> str:
-        if self._scope is not None:
-            return self._scope.name.split("/")[-1]
-        return self._name or self._base_name
+        # TF's: the given name, else the Keras name ("dense_1" while the variable scope
+        # is "dense").
+        return self._name or self._keras_name
 
     @property
     def scope_name(self) -> str:
@@ -165,7 +237,34 @@ class Layer:
             self.built = True
         return self.call(inputs, *args, **kwargs)
 
+    def _keras_getter(self, getter, name, *args, **kwargs):
+        # The layer's own variables, named after its first call's name scope (as Keras
+        # names them), never looked up in the variable store by name.
+        short = name.rsplit("/", 1)[-1]
+        for v in self._variables:
+            if v.op.name.rsplit("/", 1)[-1] == short:
+                return v
+        kwargs["use_resource"] = True
+        return getter(self._var_prefix + short, *args, **kwargs)
+
+    def _keras_style_call(self, inputs, *args, **kwargs):
+        with ops.name_scope(self._name) as scope:
+            if self._var_prefix is None:
+                self._var_prefix = scope
+            outer = vs.get_variable_scope()
+            with vs.variable_scope(
+                outer, custom_getter=self._keras_getter, auxiliary_name_scope=False
+            ):
+                return self._call_in_scope(inputs, *args, **kwargs)
+
     def __call__(self, inputs, *args, **kwargs):
+        if self._keras_style and kwargs.get("scope") is not None:
+            raise ValueError(
+                "scope argument not allowed when keras style layers are enabled, but saw: "
+                f"{kwargs['scope']}"
+            )
+        if self._keras_style:
+            kwargs.pop("scope", None)
         g = ops.get_default_graph()
         before = {
             k: list(g.get_collection(k))
@@ -176,13 +275,16 @@ class Layer:
                 GraphKeys.REGULARIZATION_LOSSES,
             )
         }
-        if self._scope is None:
-            cm = vs.variable_scope(self._name, default_name=self._base_name, reuse=self._reuse)
+        if self._keras_style:
+            out = self._keras_style_call(inputs, *args, **kwargs)
         else:
-            cm = vs.variable_scope(self._scope, reuse=True)
-        with cm as scope:
-            self._scope = scope
-            out = self._call_in_scope(inputs, *args, **kwargs)
+            if self._scope is None:
+                cm = vs.variable_scope(self._name, default_name=self._base_name, reuse=self._reuse)
+            else:
+                cm = vs.variable_scope(self._scope, reuse=True)
+            with cm as scope:
+                self._scope = scope
+                out = self._call_in_scope(inputs, *args, **kwargs)
         self.built = True
 
         def new(key):
@@ -192,7 +294,11 @@ class Layer:
         for v in new(GraphKeys.GLOBAL_VARIABLES) + new(GraphKeys.LOCAL_VARIABLES):
             if not any(v is w for w in self._variables):
                 self._variables.append(v)
-        self._updates += new(GraphKeys.UPDATE_OPS)
+        updates = new(GraphKeys.UPDATE_OPS)
+        self._updates += updates
+        if self._keras_style:  # a Keras layer keeps its updates to itself
+            collection = g.get_collection_ref(GraphKeys.UPDATE_OPS)
+            collection[:] = [u for u in collection if not any(u is n for n in updates)]
         self._losses += new(GraphKeys.REGULARIZATION_LOSSES)
         return out
 
@@ -247,7 +353,8 @@ class _Functional(Layer):
     _weight_names = ("kernel", "bias")
 
     def __init__(self, *args, trainable=True, name=None, dtype=None, _reuse=None, **kwargs):
-        super().__init__(trainable=trainable, name=name, dtype=dtype, _reuse=_reuse)
+        scope = kwargs.pop("_scope", None) if _KERAS_STYLE[0] else None
+        super().__init__(trainable=trainable, name=name, dtype=dtype, _reuse=_reuse, _scope=scope)
         self._args, self._kwargs = args, kwargs
         for k, v in kwargs.items():
             setattr(self, k, v)

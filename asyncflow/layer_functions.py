@@ -66,6 +66,14 @@ def _layer_scope(name, default_name, values, reuse):
         yield s
 
 
+def _op_scope(name, default_name, values):
+    # Inside a layer object's scope the ops go straight in it ("flatten/Reshape"), as
+    # TF's layer classes name them; the functional form opens its own.
+    if name is IN_LAYER_SCOPE:
+        return contextlib.nullcontext()
+    return ops.name_scope(name, default_name, values)
+
+
 def _pair(value, name: str) -> tuple[int, int]:
     if isinstance(value, int | np.integer):
         return int(value), int(value)
@@ -224,7 +232,7 @@ def _pooling(op_fn, default_name, inputs, pool_size, strides, padding, data_form
     sh, sw = _pair(strides, "strides")
     pad = _padding(padding)
     four = (lambda a, b: [1, 1, a, b]) if fmt == "NCHW" else (lambda a, b: [1, a, b, 1])
-    with ops.name_scope(None if name is IN_LAYER_SCOPE else name, default_name, [inputs]):
+    with _op_scope(name, default_name, [inputs]):
         return op_fn(inputs, four(ph, pw), four(sh, sw), pad, data_format=fmt)
 
 
@@ -259,7 +267,7 @@ def flatten(inputs, name=None, data_format="channels_last"):
       ValueError: a bad data_format.
     """
     fmt = _data_format(data_format)
-    with ops.name_scope(None if name is IN_LAYER_SCOPE else name, "flatten", [inputs]):
+    with _op_scope(name, "flatten", [inputs]):
         inputs = ops.convert_to_tensor(inputs)
         rank = inputs.shape.ndims
         if fmt == "NCHW" and rank is not None and rank > 2:
@@ -291,7 +299,7 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
     Raises:
       ValueError: rate outside [0, 1).
     """
-    with ops.name_scope(None if name is IN_LAYER_SCOPE else name, "dropout", [inputs]):
+    with _op_scope(name, "dropout", [inputs]):
         inputs = ops.convert_to_tensor(inputs)
         return _smart_cond(
             training,
@@ -761,7 +769,7 @@ def _pooling1d(op_fn, default_name, inputs, pool_size, strides, padding, data_fo
     fmt = _data_format(data_format)
     p, st = _one(pool_size, "pool_size"), _one(strides, "strides")
     pad = _padding(padding)
-    with ops.name_scope(None if name is IN_LAYER_SCOPE else name, default_name, [inputs]):
+    with _op_scope(name, default_name, [inputs]):
         ax = 2 if fmt == "NCHW" else 1
         x = array_ops.expand_dims(ops.convert_to_tensor(inputs), ax)
         four = (lambda a: [1, 1, 1, a]) if fmt == "NCHW" else (lambda a: [1, 1, a, 1])

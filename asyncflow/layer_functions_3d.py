@@ -12,12 +12,12 @@ from asyncflow import graph as ops
 from asyncflow import tensor_shape
 from asyncflow import var_scope as vs
 from asyncflow.layer_functions import (
-    IN_LAYER_SCOPE,
     _activity,
     _bias,
     _channels,
     _deconv_length,
     _layer_scope,
+    _op_scope,
     _padding,
 )
 from asyncflow.ops import array_ops, conv3d_ops, init_ops
@@ -141,7 +141,7 @@ def _pooling3d(op_fn, default_name, inputs, pool_size, strides, padding, data_fo
     k = _triple(pool_size, "pool_size")
     s = _triple(strides, "strides")
     pad = _padding(padding)
-    with ops.name_scope(None if name is IN_LAYER_SCOPE else name, default_name, [inputs]):
+    with _op_scope(name, default_name, [inputs]):
         return op_fn(inputs, _five(fmt, k), _five(fmt, s), pad, data_format=fmt)
 
 

@@ -25,6 +25,7 @@ path ("." -> "..", "/" -> ".S") plus "/.ATTRIBUTES/VARIABLE_VALUE".
 
 from __future__ import annotations
 
+import abc
 import functools
 import re
 from collections.abc import Callable
@@ -33,10 +34,11 @@ from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.protos.trackable_object_graph_pb2 import TrackableObjectGraph
 
-__all__ = ["Module"]
+__all__ = ["Module", "PythonState"]
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 VARIABLE_VALUE = "VARIABLE_VALUE"
+PY_STATE = "py_state"
 _ATTRIBUTES = ".ATTRIBUTES"
 _OPTIMIZER_SLOT = ".OPTIMIZER_SLOT"
 
@@ -61,6 +63,27 @@ def _registered(obj):
         if isinstance(obj, cls):
             return fns
     return None
+
+
+class PythonState(abc.ABC):
+    """`tf.train.experimental.PythonState`: Python state saved in object-based
+    checkpoints as one string, "<path>/.ATTRIBUTES/py_state".
+
+    Subclasses define `serialize()` (called when a checkpoint is written, returning the
+    state as a string) and `deserialize(string_value)` (called when it is restored,
+    with the bytes read back, as TF's graph mode passes them).
+    """
+
+    @abc.abstractmethod
+    def serialize(self):
+        """The state as a string."""
+
+    @abc.abstractmethod
+    def deserialize(self, string_value):
+        """Set the state from `string_value`, as `serialize` returned it."""
+
+    def _trackable_children(self) -> list:
+        return []
 
 
 def is_variable(value) -> bool:
@@ -204,6 +227,11 @@ def _fill_proto(g: ObjectGraph, edges, slot_refs) -> None:
             node.attributes.add(
                 name=VARIABLE_VALUE, full_name=variable_full_name(obj), checkpoint_key=key
             )
+            g.values.append((key, obj))
+            has_values[nid] = True
+        elif isinstance(obj, PythonState):
+            key = f"{g.paths[nid]}/{_ATTRIBUTES}/{PY_STATE}"
+            node.attributes.add(name=PY_STATE, checkpoint_key=key)
             g.values.append((key, obj))
             has_values[nid] = True
         for vid, slot_name, sid in slot_refs.get(nid, ()):

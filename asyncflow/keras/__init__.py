@@ -23,7 +23,10 @@ from asyncflow.keras import (
     regularizers,
     utils,
 )
+from asyncflow.keras import dynamic_embedding as _dynamic_embedding
+from asyncflow.keras import export_archive as _export_archive
 from asyncflow.keras import layer_configs as _layer_configs
+from asyncflow.keras.callbacks_sidecar import SidecarEvaluatorModelExport as _SidecarExport
 from asyncflow.keras.callbacks_tensorboard import TensorBoard as _TensorBoard
 from asyncflow.keras.engine import Input
 from asyncflow.keras.estimator_lib import model_to_estimator as _model_to_estimator
@@ -41,12 +44,25 @@ layers.serialize = _layer_configs.serialize
 layers.deserialize = _layer_configs.deserialize
 # TensorBoard has its own module (it builds summary ops); tf.keras.callbacks shows it.
 callbacks.TensorBoard = _TensorBoard
+callbacks.SidecarEvaluatorModelExport = _SidecarExport
 # The premade models subclass Model, which models.py re-exports (so it cannot import them).
 models.LinearModel = _LinearModel
 models.WideDeepModel = _WideDeepModel
 utils.warmstart_embedding_matrix = _warmstart
 utils.get_or_create_layer = _get_or_create_layer
 utils.track_tf1_style_variables = _track_tf1_style
+# The dynamic embedding layers and their callback build on layers.py and callbacks.py.
+layers.experimental.DynamicLookup = _dynamic_embedding.DynamicLookup
+layers.experimental.DynamicEmbedding = _dynamic_embedding.DynamicEmbedding
+
+
+class _CallbacksExperimental:
+    """`tf.keras.callbacks.experimental`."""
+
+    UpdateEmbeddingCallback = _dynamic_embedding.UpdateEmbeddingCallback
+
+
+callbacks.experimental = _CallbacksExperimental()
 
 
 class _Experimental:
@@ -62,6 +78,15 @@ class _Experimental:
 experimental = _Experimental()
 
 
+class _Export:
+    """`tf.keras.export`."""
+
+    ExportArchive = _export_archive.ExportArchive
+
+
+export = _Export()
+
+
 class _Estimator:
     """`tf.keras.estimator`."""
 
@@ -75,6 +100,7 @@ __all__ = [
     "applications",
     "experimental",
     "estimator",
+    "export",
     "backend",
     "callbacks",
     "constraints",

@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 
-from asyncflow import dtypes
+from asyncflow import dtypes, layer_classes
 from asyncflow import graph as ops
 from asyncflow import resource_variable as _rv
 from asyncflow import session as _session
@@ -71,7 +71,7 @@ _MANUAL_VAR_INIT: list = [False]
 _LEARNING_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _FIXED_PHASE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # graph -> {prefix: count} for layer and model names
-_UIDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_UIDS: weakref.WeakKeyDictionary = layer_classes.OBJECT_NAME_UIDS  # tf.layers count in it
 # graph -> variables outside every collection that Keras still initializes (metrics')
 _TRACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # graph -> ids of the variables Keras has already initialized (or seen initialized)
@@ -361,13 +361,25 @@ class Function:
     `fetch_callbacks[t]`, when set, receives the value of fetch `t` after each call.
     """
 
-    def __init__(self, inputs, outputs, updates=None, name=None, fetches=None):
+    def __init__(
+        self,
+        inputs,
+        outputs,
+        updates=None,
+        name=None,
+        fetches=None,
+        options=None,
+        run_metadata=None,
+    ):
         from asyncflow.ops import control_flow_ordering
 
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.fetches = list(fetches or [])
         self.fetch_callbacks = {}
+        # Passed to Session.run, as Keras' session kwargs (TensorBoard traces a batch).
+        self.run_options = options
+        self.run_metadata = run_metadata
         updates = [u for u in (updates or []) if u is not None]
         with ops.control_dependencies(self.outputs):
             self._update_op = control_flow_ordering.group(*updates) if updates else None
@@ -381,7 +393,9 @@ class Function:
         fetches = list(self.outputs) + extra
         if self._update_op is not None:
             fetches.append(self._update_op)
-        out = get_session().run(fetches, feed_dict=feed)
+        out = get_session().run(
+            fetches, feed_dict=feed, options=self.run_options, run_metadata=self.run_metadata
+        )
         n = len(self.outputs)
         for tensor, value in zip(extra, out[n : n + len(extra)], strict=True):
             if tensor in self.fetch_callbacks:
@@ -390,4 +404,12 @@ class Function:
 
 
 def function(inputs, outputs, updates=None, name=None, **kwargs) -> Function:
-    return Function(inputs, outputs, updates=updates, name=name, fetches=kwargs.get("fetches"))
+    return Function(
+        inputs,
+        outputs,
+        updates=updates,
+        name=name,
+        fetches=kwargs.get("fetches"),
+        options=kwargs.get("options"),
+        run_metadata=kwargs.get("run_metadata"),
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 import numpy as np
@@ -356,6 +357,8 @@ class ModelCheckpoint(Callback):
             self.best = current
         elif self.verbose > 0:
             print(f"\nEpoch {epoch + 1}: saving model to {path}")
+        if os.path.dirname(path):  # Keras makes the directory of every save
+            os.makedirs(os.path.dirname(path), exist_ok=True)
         if self.save_weights_only:
             self.model.save_weights(path)
         else:

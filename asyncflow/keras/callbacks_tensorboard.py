@@ -11,18 +11,32 @@ What lands in the file, as TF 2.21's v1 callback writes it:
   images; these ops run with every validation batch of a histogram epoch, at the count
   of validation batches seen, so they need validation data to appear at all.
 
+With `profile_batch` (the index + 1 of the training batch to profile, 0 for none) the
+train function runs that batch with a FULL_TRACE and the trace is written under
+`log_dir/plugins/profile/` as an XSpace (tensorboard_files says what it holds).  With
+`embeddings_freq` and `embeddings_data`, the outputs of the embedding layers for that
+data are kept in variables "<layer>_embedding", saved every `embeddings_freq` epochs to
+`log_dir/keras_embedding.ckpt-<epoch>`, and `projector_config.pbtxt` names them (and
+`embeddings_metadata`'s files) for TensorBoard's projector.
+
 Invariant: the writer is opened by `set_model` and closed by `on_train_end`; scalars are
 flushed after each write so a reader sees them while training runs.
 """
 
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 
-from asyncflow import summary
-from asyncflow.keras import backend
+from asyncflow import dtypes, summary
+from asyncflow import resource_variable as _rv
+from asyncflow.config import RunMetadata, RunOptions
+from asyncflow.keras import backend, tensorboard_files
 from asyncflow.keras.callbacks import Callback
 from asyncflow.ops import array_ops
+from asyncflow.train import saver as _saver
 
 __all__ = ["TensorBoard"]
 
@@ -34,13 +48,13 @@ class TensorBoard(Callback):
     """Writes the model's graph, loss/metric scalars and (optionally) weight and
     activation histograms to an event file in `log_dir` for TensorBoard.
 
-    `profile_batch` is accepted for TF's signature; asyncflow has no trace profiler, so
-    no `plugins/profile` trace is written.
+    `profile_batch` traces that training batch (module docstring); `embeddings_freq` with
+    `embeddings_data` saves the embedding layers' outputs for the projector.
 
     Raises:
       ValueError (on_epoch_end): `embeddings_freq` set without `embeddings_data`.
-      NotImplementedError (set_model): `embeddings_freq` with `embeddings_data`; the
-        projector's embedding checkpoints are not written by asyncflow.
+      ValueError (set_model): `embeddings_freq` with `embeddings_data` but no embedding
+        layer to watch (the Saver has no variables), as Keras.
     """
 
     def __init__(
@@ -76,13 +90,10 @@ class TensorBoard(Callback):
         self._samples_seen_at_last_write = 0
         self._total_batches_seen = 0
         self._total_val_batches_seen = 0
+        self._profile_batch = profile_batch
+        self._profile_start_ns = None
 
     def set_model(self, model) -> None:
-        if self.embeddings_freq and self.embeddings_data is not None:
-            raise NotImplementedError(
-                "TensorBoard: embeddings_data (the projector's embedding checkpoints) is not "
-                "supported by asyncflow"
-            )
         self.model = model
         graph = backend.get_graph()
         self.writer = summary.FileWriter(self.log_dir, graph if self.write_graph else None)
@@ -91,6 +102,43 @@ class TensorBoard(Callback):
                 for layer in model.layers:
                     self._layer_summaries(model, layer)
                 self.merged = summary.merge_all()
+        if self.embeddings_freq and self.embeddings_data is not None:
+            with graph.as_default():
+                self._embedding_ops(model)
+
+    def _embedding_ops(self, model) -> None:
+        self.embeddings_data = _standardize(self.embeddings_data, model)
+        names = self.embeddings_layer_names or [
+            layer.name for layer in model.layers if type(layer).__name__ == "Embedding"
+        ]
+        self.batch_id = batch_id = array_ops.placeholder(dtypes.int32)
+        self.step = step = array_ops.placeholder(dtypes.int32)
+        self.assign_embeddings = []
+        variables = {}
+        for layer in model.layers:
+            if layer.name not in names:
+                continue
+            output = model.get_layer(layer.name).output
+            size = int(np.prod(output.shape[1:].as_list()))
+            output = array_ops.reshape(output, (step, size))
+            rows = self.embeddings_data[0].shape[0]
+            variable = _rv.ResourceVariable(
+                array_ops.zeros((rows, size)), name=layer.name + "_embedding"
+            )
+            variables[layer.name] = variable
+            self.assign_embeddings.append(variable[batch_id : batch_id + step].assign(output))
+        self.saver = _saver.Saver(list(variables.values()))
+        # Keras leaves these variables uninitialized (its session initializes the layers'
+        # own only), so TF 2.21 fails on the first save with NotFoundError; here they
+        # start at zeros as Keras meant.
+        backend.get_session().run([v.initializer for v in variables.values()])
+        metadata = self.embeddings_metadata
+        if isinstance(metadata, str):
+            metadata = dict.fromkeys(variables, metadata)
+        tensorboard_files.write_projector_config(
+            self.writer.get_logdir(),
+            [(v.name, (metadata or {}).get(name)) for name, v in variables.items()],
+        )
 
     def _layer_summaries(self, model, layer) -> None:
         for weight in layer.weights:
@@ -126,8 +174,31 @@ class TensorBoard(Callback):
         self.writer.add_summary(serialized, self._total_val_batches_seen)
         self._total_val_batches_seen += 1
 
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._total_batches_seen == self._profile_batch - 1:
+            self._start_profiler()
+
     def on_train_batch_end(self, batch, logs=None):
         self.on_batch_end(batch, logs)
+
+    def _start_profiler(self) -> None:
+        if self._profile_start_ns is not None:
+            return
+        fn = self.model._function("train")
+        fn.run_options = RunOptions(trace_level=RunOptions.FULL_TRACE)
+        fn.run_metadata = RunMetadata()
+        self._profile_start_ns = time.time_ns()
+
+    def _stop_profiler(self) -> None:
+        if self._profile_start_ns is None:
+            return
+        fn = self.model._function("train")
+        traced = fn.run_metadata
+        fn.run_options = fn.run_metadata = None
+        tensorboard_files.write_xplane(
+            self.log_dir, traced.step_stats, backend.get_graph(), self._profile_start_ns
+        )
+        self._profile_start_ns = None
 
     def on_batch_end(self, batch, logs=None):
         logs = logs or {}
@@ -138,6 +209,7 @@ class TensorBoard(Callback):
             self._write_scalars(self._total_batches_seen, measured)
             self._samples_seen_at_last_write = self._samples_seen
         self._total_batches_seen += 1
+        self._stop_profiler()
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.histogram_freq and epoch % self.histogram_freq == 0:
@@ -157,9 +229,50 @@ class TensorBoard(Callback):
             fn.fetch_callbacks.pop(self.merged, None)
         if self.embeddings_freq and self.embeddings_data is None:
             raise ValueError("To visualize embeddings, embeddings_data must be provided.")
+        if self.embeddings_freq and epoch % self.embeddings_freq == 0:
+            self._save_embeddings(epoch)
+
+    def _save_embeddings(self, epoch) -> None:
+        # A second forward pass over embeddings_data, batch_size rows at a time, each
+        # batch assigned into its rows and the checkpoint saved after each (as Keras).
+        data = self.embeddings_data
+        inputs = self.model.inputs
+        sess = backend.get_session()
+        n = data[0].shape[0]
+        for i in range(0, n, self.batch_size):
+            step = min(self.batch_size, n - i)
+            feed = {x: d[i : i + step] for x, d in zip(inputs, data, strict=False)}
+            feed[self.batch_id] = i
+            feed[self.step] = step
+            phase = backend.learning_phase()
+            if not isinstance(phase, int):
+                feed[phase] = False
+            sess.run(self.assign_embeddings, feed_dict=feed)
+            self.saver.save(sess, os.path.join(self.log_dir, "keras_embedding.ckpt"), epoch)
 
     def on_train_end(self, logs=None):
+        self._stop_profiler()
         self.writer.close()
+
+
+def _standardize(data, model) -> list:
+    """`embeddings_data` as one array per model input (an array, a list, or a dict by
+    input name).
+
+    Raises:
+      ValueError: a dict missing one of the model's input names.
+    """
+    if isinstance(data, dict):
+        missing = [name for name in model.input_names if name not in data]
+        if missing:
+            raise ValueError(
+                f"No data provided for {missing[0]!r}. Need data for each key in: "
+                f"{model.input_names}"
+            )
+        return [np.asarray(data[name]) for name in model.input_names]
+    if isinstance(data, (list, tuple)):
+        return [np.asarray(d) for d in data]
+    return [np.asarray(data)]
 
 
 def _weight_image(weight):

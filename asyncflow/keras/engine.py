@@ -40,6 +40,22 @@ def _snake_case(name: str) -> str:
     return s if s[0] != "_" else "private" + s
 
 
+def _graph_element(u):
+    return u.op if isinstance(u, ops.Tensor) else u
+
+
+def _reachable_from(tensors) -> set:
+    """The operations reachable forward from `tensors`, through data and control edges
+    (an update op in a cond reaches its inputs through a control dependency only)."""
+    seen: set = set()
+    stack = [op for t in tensors if isinstance(t, ops.Tensor) for op in t.consumers()]
+    while stack:
+        op = stack.pop()
+        if op not in seen:
+            seen.add(op)
+            stack.extend(c for t in op.outputs for c in t.consumers())
+            stack.extend(op._control_outputs)
+    return seen
 
 
 class Node:
@@ -124,6 +140,7 @@ class Layer:
         self._non_trainable_weights: list = []
         self._losses: list = []
         self._updates: list = []
+        self._call_inputs: list = []  # the inputs of the calls in progress, innermost last
         self._inbound_nodes: list = []
         self.input_spec = None
         self.supports_masking = False
@@ -221,7 +238,31 @@ class Layer:
         self._losses += list(losses) if isinstance(losses, (list, tuple)) else [losses]
 
     def add_update(self, updates, inputs=None) -> None:
-        self._updates += list(updates) if isinstance(updates, (list, tuple)) else [updates]
+        updates = list(updates) if isinstance(updates, (list, tuple)) else [updates]
+        # As Keras does, an update is conditional on the inputs it was made from: a
+        # nested model's update made on its own Input is not one of its caller's.
+        if self._call_inputs:
+            relevant = self._call_inputs[-1]
+        else:
+            nodes = self._inbound_nodes
+            relevant = [t for node in nodes for t in nest.flatten(node.input_tensors)]
+        reachable = _reachable_from(relevant)
+        for u in updates:
+            if isinstance(u, (ops.Tensor, ops.Operation)):
+                u._unconditional_update = _graph_element(u) not in reachable
+        self._updates += updates
+
+    def get_updates_for(self, inputs) -> list:
+        """The updates made from `inputs` (those reachable from them), or with
+        `inputs=None` those made from no input at all."""
+        if inputs is None:
+            return [u for u in self.updates if getattr(u, "_unconditional_update", True)]
+        reachable = _reachable_from(nest.flatten(inputs))
+        return [
+            u
+            for u in self.updates
+            if not getattr(u, "_unconditional_update", True) and _graph_element(u) in reachable
+        ]
 
     # -- weights --------------------------------------------------------------------------------
 
@@ -333,7 +374,11 @@ class Layer:
             kwargs["mask"] = previous_mask
         with ops.name_scope(self.name):
             self._maybe_build(inputs)
-            outputs = self.call(inputs, *args, **kwargs)
+            self._call_inputs.append(nest.flatten(inputs))
+            try:
+                outputs = self.call(inputs, *args, **kwargs)
+            finally:
+                self._call_inputs.pop()
             outputs = _copy_passed_through(inputs, outputs)
             if self.activity_regularizer is not None:
                 with ops.name_scope("ActivityRegularizer"):

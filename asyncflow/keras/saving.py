@@ -318,6 +318,8 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, save_for
     config = {"class_name": get_registered_name(type(model)), "config": saved_config(model)}
     model_json = json.dumps(config, default=_json_default)
     h5py = _h5py()
+    if os.path.dirname(path):  # Keras' model.save makes the directory
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     with h5py.File(path, "w") as f:
         f.attrs["keras_version"] = KERAS_VERSION
         f.attrs["backend"] = "tensorflow"

@@ -279,7 +279,9 @@ class Model(Network):
                 updates = self.optimizer.get_updates(
                     loss=self.total_loss, params=self._collected_trainable_weights
                 )
-        return updates + self.updates
+        # Only the layers' updates made from this model's inputs (or from none): a nested
+        # model's updates on its own Input placeholder are not run, as Keras does.
+        return updates + self.get_updates_for(None) + self.get_updates_for(self.inputs)
 
     def _run(self, mode, inputs, targets=None, weights=None):
         fn = self._function(mode)
@@ -671,6 +673,10 @@ class Model(Network):
                 saving.save_weights_to_hdf5(f, self)
             return
 
+        # Keras' TF format makes the directory (its h5 format does not).
+        directory = os.path.dirname(os.fspath(filepath))
+        if directory:
+            os.makedirs(directory, exist_ok=True)
         path = _root_checkpoint(self).write(filepath, session=backend.get_session())
         saver.update_checkpoint_state(
             os.path.dirname(os.path.abspath(path)), path, [path], save_relative_paths=True

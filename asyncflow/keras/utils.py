@@ -8,6 +8,7 @@ import numpy as np
 
 from asyncflow.keras.data_utils import get_file
 from asyncflow.keras.image_utils import array_to_img, img_to_array, load_img, save_img
+from asyncflow.keras.migration_utils import DeterministicRandomTestTool, StepsPerExecutionTuner
 from asyncflow.keras.serialization import (
     CustomObjectScope,
     custom_object_scope,
@@ -36,6 +37,8 @@ from asyncflow.keras.utils_more import (
 from asyncflow.keras.vis_utils import model_to_dot, plot_model
 
 __all__ = [
+    "DeterministicRandomTestTool",
+    "StepsPerExecutionTuner",
     "to_categorical",
     "normalize",
     "Sequence",

@@ -1,7 +1,8 @@
 """Event files for TensorBoard: `FileWriter`, `FileWriterCache` (TF1's `tf.summary`).
 
 An event file is a TFRecord file of serialized `Event` protos, the first one carrying
-`file_version: "brain.Event:2"`; its name is
+`file_version: "brain.Event:2"` and, as TF 2.x writes it, `source_metadata { writer:
+"tensorflow.core.util.events_writer" }`; its name is
 `events.out.tfevents.<10-digit seconds>.<hostname><filename_suffix>`.
 
 Writing never blocks the caller: `add_event` serializes and frames the event where it

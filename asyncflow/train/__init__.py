@@ -86,4 +86,12 @@ experimental = _types.ModuleType("asyncflow.train.experimental", "TF1's tf.train
 for _name in _mixed_precision.__all__:
     setattr(experimental, _name, getattr(_mixed_precision, _name))
 del _name
+# ... and the checkpoint pieces: sharding policies and PythonState.
+from asyncflow.trackable import PythonState as _PythonState  # noqa: E402
+from asyncflow.train import sharding as _sharding  # noqa: E402
+
+for _name in _sharding.__all__:
+    setattr(experimental, _name, getattr(_sharding, _name))
+del _name
+experimental.PythonState = _PythonState
 __all__.append("experimental")

@@ -139,14 +139,23 @@ class _GraphOps:
                 prefix = array_ops.placeholder(dtypes.string, [], name="file_prefix")
                 proto = array_ops.placeholder(dtypes.string, [], name="object_graph")
                 names = [trackable.OBJECT_GRAPH_KEY] + [k for k, _ in values]
-                tensors = [proto] + [_read_value(v) for _, v in values]
+                # A PythonState's string is fed when the checkpoint is written.
+                states = [
+                    (array_ops.placeholder(dtypes.string, [], name="py_state"), v)
+                    for _, v in values
+                    if isinstance(v, trackable.PythonState)
+                ]
+                fed = {id(v): p for p, v in states}
+                tensors = [proto] + [
+                    fed[id(v)] if id(v) in fed else _read_value(v) for _, v in values
+                ]
                 op = io_ops.save_v2(
                     prefix, array_ops.constant(names), array_ops.constant([""] * len(names)),
                     tensors,
                 )  # fmt: skip
             # The variables ride along: alive, their ids cannot be reused by others.
-            built = self.save[cache_key] = (prefix, proto, op, [v for _, v in values])
-        return built[:3]
+            built = self.save[cache_key] = (prefix, proto, op, states, [v for _, v in values])
+        return built[:4]
 
     def restore_op(self, graph, pairs):
         cache_key = tuple((k, id(v)) for k, v in pairs)
@@ -270,6 +279,12 @@ class CheckpointLoadStatus(_Status):
         """
         session = _session(session)
         matched, _ = self._match()
+        for nid, obj in sorted(matched.items()):
+            if isinstance(obj, trackable.PythonState):
+                for attr in self._proto.nodes[nid].attributes:
+                    if attr.name == trackable.PY_STATE:
+                        value = self._reader.get_tensor(attr.checkpoint_key)
+                        obj.deserialize(value.item() if isinstance(value, np.ndarray) else value)
         pairs = self._restore_pairs(matched)
         if not pairs:
             return
@@ -299,7 +314,8 @@ class CheckpointLoadStatus(_Status):
         unused = [
             f"{self._names[nid]} ({obj}): {list(self._proto.nodes[nid].attributes)}"
             for nid, obj in sorted(matched.items())
-            if self._proto.nodes[nid].attributes and not trackable.is_variable(obj)
+            if self._proto.nodes[nid].attributes
+            and not (trackable.is_variable(obj) or isinstance(obj, trackable.PythonState))
         ]
         if unused:
             raise AssertionError(
@@ -508,11 +524,18 @@ class Checkpoint:
         """
         session = _session(session)
         file_prefix = os.fspath(file_prefix)
+        # TF's object-based save writes its shards through a temporary directory it
+        # makes, so a missing parent directory is made too.
+        if os.path.dirname(file_prefix) and "://" not in file_prefix:
+            os.makedirs(os.path.dirname(file_prefix), exist_ok=True)
         with session.graph.as_default():
             view = trackable.build_object_graph(self)
-            prefix, proto, op = self._graph_ops(session.graph).save_op(session.graph,
-                                                                       view.values)  # fmt: skip
-        session.run(op, feed_dict={prefix: file_prefix, proto: view.proto.SerializeToString()})
+            prefix, proto, op, states = self._graph_ops(session.graph).save_op(
+                session.graph, view.values
+            )
+        feed = {prefix: file_prefix, proto: view.proto.SerializeToString()}
+        feed.update({p: state.serialize() for p, state in states})
+        session.run(op, feed_dict=feed)
         return file_prefix
 
     def save(self, file_prefix, session=None, options=None) -> str:

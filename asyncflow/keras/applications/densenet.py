@@ -76,6 +76,8 @@ def DenseNet(  # noqa: N802 - Keras' name
 
     Raises:
       ValueError: bad `weights`, `classes`, `input_shape` or `classifier_activation`.
+      UnboundLocalError: `weights='imagenet'` with `blocks` other than the lists of
+        DenseNet121/169/201 (Keras' own failure: it has no weights file to load).
     """
     _common.check_weights(weights, include_top, classes)
     input_shape = imagenet_utils.obtain_input_shape(
@@ -86,6 +88,17 @@ def DenseNet(  # noqa: N802 - Keras' name
         require_flatten=include_top,
         weights=weights,
     )
+    known = _MODELS.get(tuple(blocks)) if isinstance(blocks, list) else None
+    if weights == "imagenet" and known is None:
+        # Keras has ImageNet files for its three block lists only (a list, compared with
+        # ==): it fails on the path it never set, UnboundLocalError, after building the
+        # model; here before, to spare the build, once the checks the build makes passed.
+        if include_top:
+            imagenet_utils.validate_activation(classifier_activation, weights)
+        raise UnboundLocalError(
+            "cannot access local variable 'weights_path' where it is not associated "
+            f"with a value (DenseNet has no ImageNet weights for blocks={blocks!r})"
+        )
     img_input = _common.image_input(input_tensor, input_shape)
     x = layers.ZeroPadding2D(padding=((3, 3), (3, 3)))(img_input)
     x = layers.Conv2D(64, 7, strides=2, use_bias=False, name="conv1/conv")(x)
@@ -103,15 +116,13 @@ def DenseNet(  # noqa: N802 - Keras' name
         x = _common.classifier(x, classes, classifier_activation, weights, "avg_pool")
     else:
         x = _common.pool(x, pooling, "avg_pool", "max_pool")
-    known = _MODELS.get(tuple(blocks)) if isinstance(blocks, list) else None
     model = _common.make_model(img_input, input_tensor, x, known[0] if known else "densenet")
-    if weights == "imagenet" and known is not None:
+    if weights == "imagenet":
         suffix = "" if include_top else "_notop"
         fname = f"{known[0]}_weights_tf_dim_ordering_tf_kernels{suffix}.h5"
         file_hash = known[1][0 if include_top else 1]
         return _common.load(model, weights, fname, "densenet", file_hash)
-    if weights != "imagenet":
-        _common.load(model, weights)
+    _common.load(model, weights)
     return model
 
 
