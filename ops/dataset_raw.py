@@ -164,8 +164,9 @@ class _OffsetRecords(pl.TFRecords):
         for path, offset in zip(self.paths, self.offsets):
             reader = await pl._in_thread(pl._RecordChunks, path, "")
             try:
-                if offset:  # the records start there: the bytes before are not read as any
-                    await pl._in_thread(reader.source.read, offset)
+                # An uncompressed file's source reads from `pos` (pread, no seek): the
+                # records start at the offset, the bytes before are never read.
+                reader.source.pos = offset
                 while True:
                     records, error, end = await pl._in_thread(reader.next)
                     if records:
@@ -566,6 +567,12 @@ def _with_files_sharded(value, n: int, index: int):
     inner = getattr(value, "input", None)
     if not isinstance(inner, pl.DatasetValue):
         return None
+    if isinstance(value, pl.FlatMap | pl.Interleave) and isinstance(inner, pl.TensorSlices):
+        # TF's TFRecordDataset of several files: a reader mapped over the file names,
+        # whose list is what gets sharded
+        out = copy.copy(value)
+        out.input = dsm.Shard(inner, n, index)
+        return out
     sharded = _with_files_sharded(inner, n, index)
     if sharded is None:
         return None
