@@ -501,6 +501,10 @@ NotDifferentiable("OneShotIterator")
 
 @OneShotIterator.kernel("CPU")
 async def _one_shot(ctx, dataset):
+    if ctx.attrs["shared_name"]:
+        raise errors.InvalidArgumentError(
+            None, None, "OneShotIteratorOp does not currently support the 'shared_name' attr."
+        )
     it, created = _iterator_resource(ctx)
     if created:
         await it.start(_ds(dataset), pl.Env(ctx.session))

@@ -614,3 +614,32 @@ def test_tf_meta_graph(name, tmp_path):
                     out.append(got[0] if len(got) == 1 else got)
     assert out == ref["elements"]
     assert _err(e.value) == f"{ref['end']['error']}: {ref['end']['message']}"
+
+
+def _factory():
+    @tf.function
+    def make():
+        return tf.data.experimental.to_variant(tf.data.Dataset.range(3).map(lambda x: x * 10))
+
+    return make.get_concrete_function()
+
+
+def test_one_shot_iterator_from_a_dataset_factory():
+    with tf.Graph().as_default():
+        it = R.OneShotIterator(dataset_factory=_factory(), output_types=I64, output_shapes=S0)
+        nxt = R.IteratorGetNext(iterator=it, output_types=I64, output_shapes=S0)
+        for _ in range(2):  # each session's iterator is its own
+            out = []
+            with tf.Session() as s, pytest.raises(tf.errors.OutOfRangeError):
+                for _ in range(5):
+                    out.append(s.run(nxt))
+            assert out == [[0], [10], [20]]
+        it = R.OneShotIterator(dataset_factory=_factory(), output_types=I64, output_shapes=S0,
+                               shared_name="os")  # fmt: skip
+        nxt = R.IteratorGetNext(iterator=it, output_types=I64, output_shapes=S0)
+        with tf.Session() as s, pytest.raises(tf.errors.InvalidArgumentError) as e:
+            s.run(nxt)
+        assert _err(e.value) == (
+            "InvalidArgumentError: OneShotIteratorOp does not currently support the "
+            "'shared_name' attr."
+        )
