@@ -2,9 +2,10 @@
 that GraphDefs and meta graphs TF 1.x and 2.x wrote import and run: v1 batch and
 padded batch, seed-generator shuffles, shuffle-and-repeat, v1 file readers, parallel
 batch and filter, sliding windows, rebatching, auto-sharding, sampling, list and
-sparse-slice sources, random access, element compression, and the stages that only
-tune TF's runtime (optimizations, thread pools, statistics), which pass their input's
-elements through.  Behaviour is TF 2.21's, recorded with `tf.raw_ops` in TF1 graphs.
+sparse-slice sources, and the stages that only tune TF's runtime (optimizations,
+thread pools, statistics), which pass their input's elements through
+(ops/dataset_raw_extra.py has random access, compression, Example parsing and TF's
+Experimental* names).  Behaviour is TF 2.21's, recorded with `tf.raw_ops` in TF1 graphs.
 
 The stages follow ops/dataset_pipeline.py's model: a kernel binds its inputs into a
 `DatasetValue`; nothing runs until an iterator asks for an element, and bad arguments
@@ -31,7 +32,7 @@ from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
 from asyncflow.ops import dataset_raw_iterators as dri
 from asyncflow.ops import philox_random
-from asyncflow.registry import ANY, NotDifferentiable, get_op_def, register_op
+from asyncflow.registry import ANY, NotDifferentiable, register_op
 
 __all__: list[str] = []
 
@@ -712,201 +713,3 @@ register_op(
     stateful=True,
 ).kernel("CPU")(_filter_by_last)
 NotDifferentiable("FilterByLastComponentDataset")
-
-
-# -- random access, compression, variant wrapping ------------------------------------------------
-
-# The stages TF 2.21 can index into (its datasets' RandomIndexingCompatible).
-_RANDOM_ACCESS = (
-    pl.Range,
-    pl.TensorSlices,
-    pl.Tensors,
-    pl.Map,
-    pl.Batch,
-    pl.Take,
-    pl.Skip,
-    pl.Repeat,
-    pl.Concatenate,
-    pl.Zip,
-    pl.Cache,
-    pl.Prefetch,
-    dsm.Elements,
-    SparseSlices,
-)
-
-
-def _inputs_of(value) -> list:
-    out = []
-    for a in ("input", "first", "second"):
-        v = getattr(value, a, None)
-        if isinstance(v, pl.DatasetValue):
-            out.append(v)
-    out += [v for v in getattr(value, "inputs", ()) if isinstance(v, pl.DatasetValue)]
-    return out
-
-
-def _check_random_access(value) -> None:
-    if not isinstance(value, _RANDOM_ACCESS):
-        raise errors.UnimplementedError(
-            None,
-            None,
-            f"Random access is not implemented for dataset "
-            f"{type(value).__name__}DatasetOp::Dataset",
-        )
-    for v in _inputs_of(value):
-        _check_random_access(v)
-
-
-async def _get_element_at_index(ctx, ds, index):
-    value, i = dso._ds(ds), int(index)
-    _check_random_access(value)
-    n = value.cardinality()
-    if n == -2:
-        raise errors.FailedPreconditionError(
-            None,
-            None,
-            f"Dataset of type {type(value).__name__}DatasetOp::Dataset has unknown "
-            "cardinality, which does not support random access.",
-        )
-    if i < 0 or (n >= 0 and i >= n):
-        raise errors.OutOfRangeError(None, None, f"Index out of range [0, {n}):{i}")
-    k = 0
-    async for elem in _closing(value.iterate(pl.Env(ctx.session))):
-        if k == i:
-            return dsm._out(elem, ctx.attrs["output_types"])
-        k += 1
-    raise errors.OutOfRangeError(None, None, f"Index out of range [0, {n}):{i}")
-
-
-class CompressedElement:
-    """An element held by a CompressElement handle (its own copies of the components)."""
-
-    __slots__ = ("components",)
-
-    def __init__(self, components):
-        self.components = pl._own(components)
-
-
-async def _compress(ctx, *components):
-    return dso._handle(CompressedElement(components))
-
-
-async def _uncompress(ctx, compressed):
-    elem = dso._unwrap(compressed, CompressedElement, "compressed element")
-    want = ctx.attrs["output_types"]
-    got = [dtypes.as_dtype(np.asarray(c).dtype) if np.asarray(c).dtype != object
-           else dtypes.string for c in elem.components]  # fmt: skip
-    if len(got) != len(want) or any(g != w.base_dtype for g, w in zip(got, want)):
-        raise _bad(
-            f"UncompressElement: expected types {[d.name for d in want]} but the element "
-            f"has {[d.name for d in got]}"
-        )
-    return dsm._out(elem.components, want)
-
-
-async def _wrap(ctx, handle):
-    # TF boxes the dataset variant in another variant; a handle here holds it already.
-    return dso._handle(dso._ds(handle))
-
-
-def _components_op(name, inputs, attrs, kernel, is_async=False):
-    register_op(
-        name,
-        inputs=inputs,
-        outputs=["components: output_types"],
-        attrs={**dso._OUT, **attrs},
-        shape_fn=dsm._components_shapes,
-        stateful=True,
-        is_async=is_async,
-    ).kernel("CPU")(kernel)
-    NotDifferentiable(name)
-
-
-_components_op(
-    "GetElementAtIndex", ["dataset: string", "index: int64"], {}, _get_element_at_index, True
-)
-_components_op("UncompressElement", ["compressed: variant"], {}, _uncompress)
-register_op(
-    "CompressElement",
-    inputs=["components: input_types"],
-    outputs=["compressed: variant"],
-    attrs={"input_types": dso._LIST},
-    shape_fn=dso._handle_shape,
-    stateful=True,
-).kernel("CPU")(_compress)
-NotDifferentiable("CompressElement")
-for _name in ("WrapDatasetVariant", "UnwrapDatasetVariant"):
-    register_op(
-        _name,
-        inputs=["input_handle: string"],
-        outputs=["output_handle: string"],
-        shape_fn=dso._handle_shape,
-        stateful=True,
-    ).kernel("CPU")(_wrap)
-    NotDifferentiable(_name)
-
-
-# -- TF's Experimental* names: the same ops under their first names -------------------------------
-
-# TF attrs the experimental OpDefs lack (their kernels take the defaults).
-_NOT_IN_EXPERIMENTAL = frozenset(
-    {
-        "metadata",
-        "num_replicas",
-        "cardinality_options",
-        "stop_on_empty_dataset",
-        "drop_remainder",
-        "use_default_device",
-        "ragged_keys",
-        "ragged_split_types",
-        "ragged_value_types",
-    }
-)
-
-
-def _alias(name: str, base: str) -> None:
-    old = get_op_def(base)
-    op_def = register_op(
-        name,
-        attrs={k: v for k, v in old.attrs.items() if k not in _NOT_IN_EXPERIMENTAL},
-        shape_fn=old.shape_fn,
-        stateful=old.stateful,
-        is_async=old.is_async,
-    )
-    op_def.inputs, op_def.outputs = list(old.inputs), list(old.outputs)
-    op_def.kernel_defs = dict(old.kernel_defs)
-    NotDifferentiable(name)
-
-
-for _base in (
-    "AutoShardDataset",
-    "BytesProducedStatsDataset",
-    "CSVDataset",
-    "ChooseFastestDataset",
-    "DatasetCardinality",
-    "DatasetToTFRecord",
-    "DenseToSparseBatchDataset",
-    "DirectedInterleaveDataset",
-    "GroupByWindowDataset",
-    "IgnoreErrorsDataset",
-    "LatencyStatsDataset",
-    "MapAndBatchDataset",
-    "MapDataset",
-    "MatchingFilesDataset",
-    "MaxIntraOpParallelismDataset",
-    "NonSerializableDataset",
-    "ParallelInterleaveDataset",
-    "PrivateThreadPoolDataset",
-    "RandomDataset",
-    "RebatchDataset",
-    "ScanDataset",
-    "SetStatsAggregatorDataset",
-    "SleepDataset",
-    "SlidingWindowDataset",
-    "SqlDataset",
-    "TakeWhileDataset",
-    "ThreadPoolDataset",
-    "UnbatchDataset",
-    "UniqueDataset",
-):
-    _alias("Experimental" + _base, _base)

@@ -26,7 +26,7 @@ import itertools
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import errors, tensor_shape
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
 from asyncflow.ops import philox_random
@@ -66,11 +66,7 @@ def _outputs(ctx, elem) -> tuple | np.ndarray:
     want = ctx.attrs["output_types"]
     if len(elem) != len(want):
         raise _bad(f"Expected {len(want)} components but the element has {len(elem)}")
-    out = []
-    for v, dt in zip(elem, want):
-        v = np.asarray(v)
-        npdt = np.dtype(object) if dt == dtypes.string else dt.as_numpy_dtype
-        out.append(v.astype(npdt) if v.dtype != npdt else v)
+    out = [dso.component_out(v, dt) for v, dt in zip(elem, want)]
     return out[0] if len(out) == 1 else tuple(out)
 
 

@@ -588,7 +588,10 @@ REF = json.loads((FIXTURES / "ref.json").read_text())
 
 
 def _plain(x):
-    x = x.tolist() if hasattr(x, "tolist") else x
+    if hasattr(x, "tolist"):
+        x = x.tolist()
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
     return x.decode() if isinstance(x, bytes) else x
 
 
