@@ -31,7 +31,7 @@ from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
 from asyncflow.ops import dataset_raw_iterators as dri
-from asyncflow.ops import philox_random
+from asyncflow.ops import lmdb_reader_ops, philox_random
 from asyncflow.registry import ANY, NotDifferentiable, register_op
 
 __all__: list[str] = []
@@ -235,10 +235,39 @@ def _match_all(patterns: list[str]) -> list[str]:
     return out
 
 
+class LMDBRecords(pl.DatasetValue):
+    """The (key, value) records of LMDB files, file after file, each in key order.
+
+    TF 2.21 no longer reads LMDB (its kernel raises UnimplementedError); this reads as
+    TF's kernel did before, as asyncflow's LMDBReader does (ops/lmdb_reader_ops.py)."""
+
+    def __init__(self, filenames):
+        self.paths = pl._read_paths(filenames)
+
+    async def iterate(self, env):
+        for path in self.paths:
+            walk = lmdb_reader_ops._Walk(path)
+            try:
+                ended = False
+                while not ended:
+                    records, ended, error = await pl._in_thread(walk.batch, 256)
+                    for key, value in records:
+                        yield (np.array(key, dtype=object), np.array(value, dtype=object))
+                    if error is not None:
+                        raise error
+            finally:
+                walk.close()
+
+
+async def _lmdb(ctx, filenames):
+    return dso._handle(LMDBRecords(filenames))
+
+
 async def _matching_files(ctx, patterns):
     return dso._handle(MatchingFiles(patterns))
 
 
+dso._register("LMDBDataset", ["filenames: string"], None, _lmdb)
 dso._register("MatchingFilesDataset", ["patterns: string"], {"output_types": [dtypes.string]},
               _matching_files)  # fmt: skip
 

@@ -270,6 +270,7 @@ for _base in (
     "DirectedInterleaveDataset",
     "GroupByWindowDataset",
     "IgnoreErrorsDataset",
+    "LMDBDataset",
     "LatencyStatsDataset",
     "MapAndBatchDataset",
     "MapDataset",

@@ -8,6 +8,7 @@ and their elements come from tests/fixtures/record_data_raw_ops_s27_tf.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 
@@ -40,6 +41,11 @@ def _err(e) -> str:
     return f"{type(e).__name__}: {e.message.split(chr(10))[0]}"
 
 
+def _value(x):
+    # (np.asarray of a bytes value would drop its trailing NUL bytes)
+    return x if isinstance(x, bytes) else np.asarray(x).tolist()
+
+
 def _drain(v, types=I64, shapes=S0, runs=1, limit=40):
     """Each pass's elements (lists of components), then END or the error ending it."""
     it = R.Iterator(shared_name="drain", container="", output_types=types, output_shapes=shapes)
@@ -52,7 +58,7 @@ def _drain(v, types=I64, shapes=S0, runs=1, limit=40):
             try:
                 s.run(init)
                 for _ in range(limit):
-                    out.append([np.asarray(x).tolist() for x in s.run(nxt)])
+                    out.append([_value(x) for x in s.run(nxt)])
             except tf.errors.OpError as e:
                 out.append(_err(e))
             passes.append(out)
@@ -646,3 +652,35 @@ def test_one_shot_iterator_from_a_dataset_factory():
             "InvalidArgumentError: OneShotIteratorOp does not currently support the "
             "'shared_name' attr."
         )
+
+
+LMDB = FIXTURES.parent / "lmdb"
+
+
+def _lmdb_value(v: bytes) -> str:
+    # (tests/fixtures/lmdb/lmdb.json's form: hex, or a digest for a long value)
+    return v.hex() if len(v) <= 32 else f"sha256:{hashlib.sha256(v).hexdigest()}:{len(v)}"
+
+
+@pytest.mark.parametrize("op", ["LMDBDataset", "ExperimentalLMDBDataset"])
+def test_lmdb_dataset(op):
+    # TF 2.21 raises UnimplementedError ("LMDB support is removed", lmdb.json's "tf");
+    # the records are those liblmdb walks (lmdb.json), as asyncflow's LMDBReader reads.
+    ref = json.loads((LMDB / "lmdb.json").read_text())
+    types = [tf.string, tf.string]
+    for names, want in [
+        (["data.mdb"], ref["data.mdb"]),
+        (["dups.mdb", "empty.mdb", "tree.mdb"], ref["dups.mdb"] + ref["tree.mdb"]),
+    ]:
+        with tf.Graph().as_default():
+            v = getattr(R, op)(filenames=[str(LMDB / n) for n in names], output_types=types,
+                               output_shapes=S0 * 2)  # fmt: skip
+            got = _drain(v, types, S0 * 2, limit=1000)
+        assert got[-1] == END
+        assert [[k.hex(), _lmdb_value(v)] for k, v in got[:-1]] == want
+    with tf.Graph().as_default():
+        v = getattr(R, op)(filenames=[str(LMDB / "lmdb.json")], output_types=types,
+                           output_shapes=S0 * 2)  # fmt: skip
+        assert _drain(v, types, S0 * 2) == [
+            f"DataLossError: {LMDB / 'lmdb.json'}: MDB_INVALID: File is not an LMDB file"
+        ]
