@@ -684,3 +684,48 @@ def test_lmdb_dataset(op):
         assert _drain(v, types, S0 * 2) == [
             f"DataLossError: {LMDB / 'lmdb.json'}: MDB_INVALID: File is not an LMDB file"
         ]
+
+
+def test_anonymous_multi_device_iterators_and_delete():
+    with tf.Graph().as_default():
+        kw = {"devices": ["/cpu:0", "/cpu:0"], "output_types": I64, "output_shapes": S0}
+        h, deleter = R.AnonymousMultiDeviceIterator(**kw)
+        h3 = R.AnonymousMultiDeviceIteratorV3(**kw)
+        outs = []
+        for handle in (h, h3):
+            inc = R.MultiDeviceIteratorInit(dataset=_range(4), multi_device_iterator=handle,
+                                            max_buffer_size=1)  # fmt: skip
+            outs += [
+                R.MultiDeviceIteratorGetNextFromShard(
+                    multi_device_iterator=handle,
+                    shard_num=k,
+                    incarnation_id=inc,
+                    output_types=I64,
+                    output_shapes=S0,
+                )  # fmt: skip
+                for k in (1, 0)
+            ]
+        with tf.control_dependencies(outs[0] + outs[1]):
+            done = R.DeleteMultiDeviceIterator(multi_device_iterator=h, iterators=[],
+                                               deleter=deleter)  # fmt: skip
+        with tf.Session() as s:
+            # one run makes, initializes and reads each anonymous iterator: shard 1 has
+            # element 1, shard 0 element 0
+            got = s.run([outs, done])[0]
+        assert got == [[1], [0], [1], [0]]
+
+
+def test_stats_aggregator_stages_pass_elements_through():
+    # (TF 2.21: the elements unchanged; the aggregator's summary is not recorded here)
+    with tf.Graph().as_default():
+        kw = {"output_types": I64, "output_shapes": S0}
+        for handle in ("StatsAggregatorHandle", "StatsAggregatorHandleV2",
+                       "ExperimentalStatsAggregatorHandle"):  # fmt: skip
+            agg = getattr(R, handle)()
+            v = R.LatencyStatsDataset(input_dataset=_range(3), tag="lat", **kw)
+            v = R.ExperimentalBytesProducedStatsDataset(input_dataset=v, tag="bytes", **kw)
+            v = R.SetStatsAggregatorDataset(input_dataset=v, stats_aggregator=agg, tag="t",
+                                            counter_prefix="c", **kw)  # fmt: skip
+            pool = R.ExperimentalThreadPoolHandle(num_threads=1, display_name="p")
+            v = R.ExperimentalThreadPoolDataset(input_dataset=v, thread_pool=pool, **kw)
+            assert _drain(v) == _flat(0, 1, 2)
