@@ -2,8 +2,9 @@
 that GraphDefs and meta graphs TF 1.x and 2.x wrote import and run: v1 batch and
 padded batch, seed-generator shuffles, shuffle-and-repeat, v1 file readers, parallel
 batch and filter, sliding windows, rebatching, auto-sharding, sampling, list and
-sparse-slice sources, and the stages that only tune TF's runtime (optimizations,
-thread pools, statistics), which pass their input's elements through
+sparse-slice sources, LMDB files, statistics (latency and bytes per element, gathered
+by a stats aggregator as TF's histograms), and the stages that only tune TF's runtime
+(optimizations, thread pools), which pass their input's elements through
 (ops/dataset_raw_extra.py has random access, compression, Example parsing and TF's
 Experimental* names).  Behaviour is TF 2.21's, recorded with `tf.raw_ops` in TF1 graphs.
 
@@ -20,6 +21,7 @@ dummy generator they make their own from `seed`, `seed2` and
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import glob
 import os
@@ -31,7 +33,8 @@ from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
 from asyncflow.ops import dataset_raw_iterators as dri
-from asyncflow.ops import lmdb_reader_ops, philox_random
+from asyncflow.ops import lmdb_reader_ops, philox_random, summary_ops
+from asyncflow.protos.summary_pb2 import HistogramProto, Summary
 from asyncflow.registry import ANY, NotDifferentiable, register_op
 
 __all__: list[str] = []
@@ -374,13 +377,7 @@ _PASS_THROUGH = {
     "FinalizeDataset": ([], {"has_captured_ref": False}),
     "MaxIntraOpParallelismDataset": (["max_intra_op_parallelism: int64"], {}),
     "NonSerializableDataset": ([], {}),
-    "LatencyStatsDataset": (["tag: string"], {}),
-    "BytesProducedStatsDataset": (["tag: string"], {}),
     "ThreadPoolDataset": (["thread_pool: resource"], {}),
-    "SetStatsAggregatorDataset": (
-        ["stats_aggregator: resource", "tag: string", "counter_prefix: string"],
-        {},
-    ),
     "ChooseFastestDataset": (None, {"N": 1, "num_experiments": 0}),
 }
 for _name, (_inputs, _attrs) in _PASS_THROUGH.items():
@@ -401,8 +398,161 @@ class ThreadPool:
         self.display_name = display_name
 
 
+# -- statistics: latency and bytes of elements, gathered by a stats aggregator --------------
+
+
 class StatsAggregator:
-    """TF's stats aggregator resource; the stages here record no statistics."""
+    """TF's stats aggregator resource: a histogram per statistic of the stages under a
+    SetStatsAggregatorDataset (`"<its tag>::<stage tag>"`), kept as TF's Histogram
+    keeps one (count, sum, sum of squares, extremes, bucket counts)."""
+
+    def __init__(self, summarizes: bool = True):
+        self.summarizes = summarizes
+        self.histograms: dict[str, list] = {}
+
+    def add(self, tag: str, value: float) -> None:
+        h = self.histograms.get(tag)
+        if h is None:
+            h = self.histograms[tag] = [value, value, 0, 0.0, 0.0, 0]
+        h[0], h[1] = min(h[0], value), max(h[1], value)
+        h[2] += 1
+        h[3] += value
+        h[4] += value * value
+        h[5] = h[5] + summary_ops.bucket_counts(np.array([value], np.float64))
+
+    def summary(self) -> bytes:
+        """The serialized Summary of every histogram, tags in order (TF's map)."""
+        out = Summary()
+        if not self.summarizes:
+            return b""
+        for tag in sorted(self.histograms):
+            lo, hi, n, total, squares, counts = self.histograms[tag]
+            filled = counts != 0
+            keep = filled.copy()  # TF's EncodeToProto(h, false): runs of empty buckets
+            keep[:-1] |= filled[1:]  # collapse into the one before a filled bucket
+            keep[-1] = True
+            index = np.flatnonzero(keep)
+            histo = HistogramProto(min=lo, max=hi, num=n, sum=total, sum_squares=squares)
+            histo.bucket_limit.extend(summary_ops._LIMITS[index].tolist())
+            histo.bucket.extend(counts[index].astype(np.float64).tolist())
+            out.value.add(tag=tag, histo=histo)
+        return out.SerializeToString()
+
+
+# The aggregator (and its tag) of the SetStatsAggregatorDataset whose pass is asking
+# for an element: stages below it record there, as TF's IteratorContext carries it.
+_AGGREGATOR: contextvars.ContextVar = contextvars.ContextVar("stats_aggregator", default=None)
+
+
+def _record(tag: str, value: float) -> None:
+    current = _AGGREGATOR.get()
+    if current is not None:
+        agg, prefix = current
+        agg.add(f"{prefix}::{tag}" if prefix else tag, float(value))
+
+
+def _element_bytes(elem) -> int:
+    """TF's Tensor::TotalBytes of an element: a string as its 24-byte tstring plus its
+    characters, anything else its buffer."""
+    n = 0
+    for c in elem:
+        a = np.asarray(c)
+        if a.dtype == object:
+            n += sum(24 + len(x) if isinstance(x, bytes) else 24 for x in a.reshape(-1))
+        else:
+            n += a.nbytes
+    return n
+
+
+class Stats(pl.DatasetValue):
+    """The input's elements, each one's latency (microseconds its GetNext took) or its
+    bytes recorded under `tag`."""
+
+    def __init__(self, input_value, tag: str, latency: bool):
+        self.input, self.tag, self.latency = input_value, tag, latency
+
+    def cardinality(self):
+        return self.input.cardinality()
+
+    async def iterate(self, env):
+        loop = asyncio.get_running_loop()
+        source = self.input.iterate(env)
+        try:
+            while True:
+                start = loop.time()
+                try:
+                    elem = await source.__anext__()
+                except StopAsyncIteration:
+                    return
+                if self.latency:
+                    _record(self.tag, int((loop.time() - start) * 1e6))
+                else:
+                    _record(self.tag, _element_bytes(elem))
+                yield elem
+        finally:
+            await source.aclose()
+
+
+class SetStatsAggregator(pl.DatasetValue):
+    """The input's elements, its stages' statistics gathered by `aggregator`."""
+
+    def __init__(self, input_value, aggregator: StatsAggregator, tag: str):
+        self.input, self.aggregator, self.tag = input_value, aggregator, tag
+
+    def cardinality(self):
+        return self.input.cardinality()
+
+    async def iterate(self, env):
+        source = self.input.iterate(env)
+        try:
+            while True:
+                token = _AGGREGATOR.set((self.aggregator, self.tag))
+                try:
+                    elem = await source.__anext__()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    _AGGREGATOR.reset(token)
+                yield elem
+        finally:
+            await source.aclose()
+
+
+async def _latency_stats(ctx, ds, tag):
+    return dso._handle(Stats(dso._ds(ds), dso._str(tag), True))
+
+
+async def _bytes_stats(ctx, ds, tag):
+    return dso._handle(Stats(dso._ds(ds), dso._str(tag), False))
+
+
+async def _set_stats_aggregator(ctx, ds, aggregator, tag, counter_prefix):
+    agg = dso._unwrap(aggregator, StatsAggregator, "stats aggregator")
+    return dso._handle(SetStatsAggregator(dso._ds(ds), agg, dso._str(tag)))
+
+
+async def _stats_summary(ctx, aggregator):
+    agg = dso._unwrap(aggregator, StatsAggregator, "stats aggregator")
+    return np.array(agg.summary(), dtype=object)
+
+
+dso._register("LatencyStatsDataset", [_IN, "tag: string"], None, _latency_stats)
+dso._register("BytesProducedStatsDataset", [_IN, "tag: string"], None, _bytes_stats)
+dso._register(
+    "SetStatsAggregatorDataset",
+    [_IN, "stats_aggregator: resource", "tag: string", "counter_prefix: string"],
+    None,
+    _set_stats_aggregator,
+)
+for _name in ("StatsAggregatorSummary", "ExperimentalStatsAggregatorSummary"):
+    register_op(
+        _name,
+        inputs=["iterator: resource"],
+        outputs=["summary: string"],
+        shape_fn=lambda op: [tensor_shape.TensorShape([])],
+        stateful=True,
+    ).kernel("CPU")(_stats_summary)
+    NotDifferentiable(_name)
 
 
 def _shared(ctx, make):
@@ -422,7 +572,8 @@ async def _thread_pool_handle(ctx):
 
 
 async def _stats_aggregator_handle(ctx):
-    return dso._handle(_shared(ctx, StatsAggregator))
+    summarizes = ctx.op.type != "StatsAggregatorHandleV2"  # (V2's go to a summary writer)
+    return dso._handle(_shared(ctx, lambda: StatsAggregator(summarizes)))
 
 
 def _resource_op(name, attrs, kernel):
