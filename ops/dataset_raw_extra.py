@@ -1,5 +1,6 @@
 """More of tf.data's raw ops of other TF versions (ops/dataset_raw.py has the note):
-random access (`GetElementAtIndex`), element compression, variant wrapping,
+random access (`GetElementAtIndex`), `GlobalShuffleDataset` (TF's index_shuffle
+permutation, seeded from the seed generator), element compression, variant wrapping,
 `ParseExampleDataset` / `V2`, and TF's `Experimental*` names of the dataset ops, each
 registered as its first-named op with the attrs TF's experimental OpDef has.
 
@@ -16,7 +17,8 @@ from asyncflow import dtypes, errors
 from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
-from asyncflow.ops import parsing_ops
+from asyncflow.ops import dataset_raw_iterators as dri
+from asyncflow.ops import index_shuffle_ops, parsing_ops, philox_random
 from asyncflow.ops.dataset_raw import SparseSlices
 from asyncflow.registry import NotDifferentiable, TypeConstraint, get_op_def, register_op
 
@@ -92,6 +94,90 @@ async def _get_element_at_index(ctx, ds, index):
             return dsm._out(elem, ctx.attrs["output_types"])
         k += 1
     raise errors.OutOfRangeError(None, None, f"Index out of range [0, {n}):{i}")
+
+
+# -- global shuffle -----------------------------------------------------------------------------
+
+
+def _check_global_shuffle(value) -> None:
+    """TF's refusal of a pipeline whose stages cannot be read at any index."""
+    if isinstance(value, pl.Batch) and not value.drop:
+        why = "BatchDatasetV2 does not support global shuffling with `drop_remainder=False`."
+    elif not isinstance(value, _RANDOM_ACCESS):
+        why = f"{type(value).__name__}Dataset does not support random access."
+    else:
+        for v in _inputs_of(value):
+            _check_global_shuffle(v)
+        return
+    raise errors.FailedPreconditionError(
+        None,
+        None,
+        "`global_shuffle` requires all upstream transformations be compatible with random "
+        f"access. Got: FAILED_PRECONDITION: {why}",
+    )
+
+
+def _permutation(n: int, key: tuple) -> np.ndarray:
+    """TF's index_shuffle of [0, n) with the 3-word `key` and 8 rounds: where position
+    i reads from.  For blocks of up to 24 bits the cipher is tabulated once and cycle
+    walking follows the table (walks from a small n are long)."""
+    if n <= 1:
+        return np.arange(n, dtype=np.int64)
+    bits = index_shuffle_ops._block_bits(n - 1)
+    if bits > 24:
+        seeds = np.tile(np.array(key, np.uint64), (n, 1))
+        top = np.full(n, n - 1, np.uint64)
+        idx = np.arange(n, dtype=np.uint64)
+        return index_shuffle_ops.index_shuffle(idx, seeds, top, 8).astype(np.int64)
+    w = bits // 2
+    keys = index_shuffle_ops._round_keys(np.array([key], np.uint64), w, 8)
+    table = index_shuffle_ops._encrypt(np.arange(1 << bits, dtype=np.uint64), keys, w)
+    table = table.astype(np.int64).tolist()
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        v = table[i]
+        while v >= n:
+            v = table[v]
+        out[i] = v
+    return out
+
+
+class GlobalShuffle(pl.DatasetValue):
+    """The input's elements in TF's global-shuffle order: each pass takes two seed pairs
+    from the seed generator, (a, b) and (c, _), and gives element index_shuffle(i) of
+    the pass at position i, with the key (a, b, c)."""
+
+    def __init__(self, input_value, seeds):
+        _check_global_shuffle(input_value)
+        self.input, self.seeds = input_value, seeds
+
+    def cardinality(self):
+        return self.input.cardinality()
+
+    async def iterate(self, env):
+        (a, b), (c, _) = self.seeds.next_pair(), self.seeds.next_pair()
+        mask = 0xFFFFFFFF
+        # (the input, read in order once: its stages read at an index here are a pass)
+        elems = [e async for e in _closing(self.input.iterate(env))]
+        order = await pl._in_thread(_permutation, len(elems), (a & mask, b & mask, c & mask))
+        for i in order.tolist():
+            yield pl._own(elems[i])
+
+
+async def _global_shuffle(ctx, ds, seed, seed2, seed_generator):
+    gen = dri.seed_generator_of(seed_generator)
+    if gen is None:
+        reshuffle = ctx.attrs["reshuffle_each_iteration"]
+        gen = philox_random.seed_generator(int(seed), int(seed2), reshuffle)
+    return dso._handle(GlobalShuffle(dso._ds(ds), gen))
+
+
+dso._register(
+    "GlobalShuffleDataset",
+    [_IN, "seed: int64", "seed2: int64", "seed_generator: resource"],
+    {"reshuffle_each_iteration": True, "metadata": ""},
+    _global_shuffle,
+)
 
 
 class CompressedElement:

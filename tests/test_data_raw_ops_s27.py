@@ -796,3 +796,49 @@ def test_stats_aggregator_summary(tag, strings, want_bytes):
     assert summary.value[1].histo.num == 3
     with tf.Graph().as_default():  # V2's statistics go to a summary writer
         assert _stats_summary("StatsAggregatorHandleV2", tag).value == []
+
+
+@pytest.mark.parametrize(
+    "n, seeds, generator, reshuffle, want",
+    [
+        (10, (1, 2), "dummy", True, [3, 4, 5, 9, 0, 8, 1, 7, 2, 6, 1, 6, 8, 7, 5, 9, 4, 0, 3, 2]),
+        (10, (1, 2), "reshuffling", True,
+         [3, 4, 5, 9, 0, 8, 1, 7, 2, 6, 1, 6, 8, 7, 5, 9, 4, 0, 3, 2]),
+        (10, (1, 2), "fixed", True, [7, 6, 8, 0, 5, 2, 4, 3, 1, 9] * 2),
+        (10, (1, 2), "dummy", False, [7, 6, 8, 0, 5, 2, 4, 3, 1, 9] * 2),
+        (10, (5, 7), "fixed", True, [7, 3, 8, 6, 4, 2, 0, 5, 9, 1] * 2),
+        (7, (5, 0), "dummy", True, [3, 1, 0, 2, 4, 5, 6, 6, 0, 2, 1, 5, 4, 3]),
+        (6, (1, 2), "fixed", True, [3, 4, 1, 0, 5, 2] * 2),
+    ],
+)  # fmt: skip
+def test_global_shuffle(n, seeds, generator, reshuffle, want):
+    with tf.Graph().as_default():
+        if generator == "dummy":
+            gen = R.DummySeedGenerator()
+        else:
+            gen = _seeds(*seeds, generator == "reshuffling")
+        v = R.GlobalShuffleDataset(
+            input_dataset=_range(n), seed=seeds[0], seed2=seeds[1], seed_generator=gen,
+            reshuffle_each_iteration=reshuffle, output_types=I64, output_shapes=S0,
+        )  # fmt: skip
+        v = R.RepeatDataset(input_dataset=v, count=2, output_types=I64, output_shapes=S0)
+        assert _drain(v) == _flat(*want)
+
+
+def test_global_shuffle_needs_random_access():
+    head = (
+        "FailedPreconditionError: `global_shuffle` requires all upstream transformations be "
+        "compatible with random access. Got: FAILED_PRECONDITION: "
+    )
+    for make, why in [
+        (lambda: tf.data.Dataset.range(5).filter(lambda x: x > 1),
+         "FilterDataset does not support random access."),
+        (lambda: tf.data.Dataset.range(5).batch(2),
+         "BatchDatasetV2 does not support global shuffling with `drop_remainder=False`."),
+    ]:  # fmt: skip
+        with tf.Graph().as_default():
+            v = R.GlobalShuffleDataset(
+                input_dataset=_var(make()), seed=1, seed2=2,
+                seed_generator=R.DummySeedGenerator(), output_types=I64, output_shapes=S0,
+            )  # fmt: skip
+            assert _drain(v) == [head + why]
