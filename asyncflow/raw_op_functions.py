@@ -44,8 +44,7 @@ _RENAMES = {
     "Where": {"input": "condition"},
     "Zeta": {"y": "q"},
 }
-# Ops built here from other inputs than TF's (a one-shot iterator takes the dataset, not
-# TF's factory function): no raw op.
+# Ops built here from other inputs than TF's get a builder of their own (below).
 _NOT_RAW = frozenset({"OneShotIterator"})
 
 # A word starts at a capital after a small letter, or at a capital before a small one.
@@ -152,6 +151,40 @@ def _make_ref_twin(op_type: str) -> types.FunctionType:
     return raw_op
 
 
+def OneShotIterator(  # noqa: N802 - TF's raw-op name
+    *,
+    dataset_factory,
+    output_types,
+    output_shapes,
+    container: str = "",
+    shared_name: str = "",
+    name=None,
+):
+    """TF's raw op OneShotIterator: `dataset_factory` (a traced function of no arguments,
+    or any callable) makes the dataset; its body is built into this graph and the
+    iterator takes the dataset it makes as its input, as asyncflow's OneShotIterator
+    does (TF's kernel runs the factory once, as the iterator is created; so does this
+    one, which reads its input only then)."""
+    made = dataset_factory()
+    if isinstance(made, list | tuple):
+        if len(made) != 1:
+            raise ValueError(
+                f"The dataset_factory of a OneShotIterator returns one dataset, not {len(made)}"
+            )
+        made = made[0]
+    dataset = getattr(made, "_variant", made)  # (a Dataset, or its handle tensor)
+    attrs = {
+        "output_types": [dtypes.as_dtype(t) for t in output_types],
+        "output_shapes": list(output_shapes),
+        "container": container,
+        "shared_name": shared_name,
+    }
+    return ops.apply_op("OneShotIterator", [dataset], attrs, name=name).outputs[0]
+
+
+_BUILDERS = {"OneShotIterator": OneShotIterator}
+
+
 class _RawOps(types.ModuleType):
     """The `tf.raw_ops` namespace (see the module note)."""
 
@@ -160,6 +193,9 @@ class _RawOps(types.ModuleType):
             fn = _make_ref_twin(attr)
             setattr(self, attr, fn)
             return fn
+        if attr in _BUILDERS:
+            setattr(self, attr, _BUILDERS[attr])
+            return _BUILDERS[attr]
         op_def = None
         if not attr.startswith("_") and attr not in _NOT_RAW:
             op_def = registry.all_op_defs().get(attr)
@@ -170,10 +206,12 @@ class _RawOps(types.ModuleType):
         return fn
 
     def __dir__(self):
-        return sorted(
-            [n for n in registry.all_op_defs() if not n.startswith("_") and n not in _NOT_RAW]
-            + list(_REF_TWINS)
-        )
+        names = [
+            n
+            for n in registry.all_op_defs()
+            if not n.startswith("_") and (n not in _NOT_RAW or n in _BUILDERS)
+        ]
+        return sorted(names + list(_REF_TWINS))
 
 
 raw_ops = _RawOps("asyncflow.raw_ops", "TF's tf.raw_ops: every op as a keyword-only function.")

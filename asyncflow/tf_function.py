@@ -45,6 +45,7 @@ import numpy as np
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.dataset_functions import FUNCTION_LIST_ATTRS
 from asyncflow.framework_extras import TensorSpec
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import array_ops
@@ -355,6 +356,7 @@ def _inline(graph, fg: FuncGraph, call: str, args: list, stateful: bool = False)
             attrs["frame_name"] = frames[frame]
         if "_class" in attrs:
             attrs["_class"] = [_rename_loc(c, call, fg) for c in attrs["_class"]]
+        _rename_function_tensors(op, attrs, fg, tmap)
         name = graph.unique_name(f"{call}/{op.name}", mark_as_used=True)
         controls = [omap[c] for c in op._control_inputs]
         if not op._inputs:
@@ -384,6 +386,23 @@ def _inline(graph, fg: FuncGraph, call: str, args: list, stateful: bool = False)
         own.extend(o.name for o in omap.values())
         record_call(graph, call, fg, fg.name, [*args, *captured], own, stateful)
     return result
+
+
+def _rename_function_tensors(op, attrs: dict, fg, tmap: dict) -> None:
+    """A dataset op names its traced function's tensors in list attrs (`f_inputs`, ...:
+    ops/dataset_ops.py); the copy names the copies (the function's ops come first in
+    the body, so they are copied by now)."""
+    for key, names in attrs.items():
+        if not key.endswith(FUNCTION_LIST_ATTRS) or op.op_def.attrs.get(key) != []:
+            continue
+        renamed = []
+        for n in names:
+            try:
+                t = fg.get_tensor_by_name(n)
+            except (KeyError, ValueError):
+                t = None
+            renamed.append(tmap[t].name if t is not None and t in tmap else n)
+        attrs[key] = renamed
 
 
 def _rename_loc(group: bytes, call: str, fg) -> bytes:

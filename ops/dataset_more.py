@@ -449,7 +449,7 @@ def _out(values, types):
     out = []
     for v, dt in zip(values, types):
         a = np.asarray(v)
-        want = np.dtype(object) if dt == dtypes.string else dt.as_numpy_dtype
+        want = np.dtype(object) if dt in (dtypes.string, dtypes.variant) else dt.as_numpy_dtype
         out.append(a.astype(want) if a.dtype != want else np.array(a, copy=True))
     return out[0] if len(out) == 1 else tuple(out)
 

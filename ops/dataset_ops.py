@@ -501,6 +501,10 @@ NotDifferentiable("OneShotIterator")
 
 @OneShotIterator.kernel("CPU")
 async def _one_shot(ctx, dataset):
+    if ctx.attrs["shared_name"]:
+        raise errors.InvalidArgumentError(
+            None, None, "OneShotIteratorOp does not currently support the 'shared_name' attr."
+        )
     it, created = _iterator_resource(ctx)
     if created:
         await it.start(_ds(dataset), pl.Env(ctx.session))
@@ -561,14 +565,23 @@ async def _get_next(ctx, iterator):
         raise errors.InvalidArgumentError(
             None, None, f"Expected {len(want)} components but the element has {len(elem)}"
         )
-    out = []
-    for v, dt in zip(elem, want):
-        v = np.asarray(v)
-        npdt = np.dtype(object) if dt == dtypes.string else dt.as_numpy_dtype
-        if v.dtype != npdt:
-            v = v.astype(npdt)
-        out.append(v)
+    out = [component_out(v, dt) for v, dt in zip(elem, want)]
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def component_out(v, dt) -> np.ndarray:
+    """An element's component as an output of type `dt`.  A SparseTensor component
+    asked for as a variant (TF's GraphDefs type them so) is TF's serialized form: the
+    3-vector of its indices, values and dense shape, which DeserializeSparse reads."""
+    v = np.asarray(v)
+    if dt == dtypes.variant:
+        sp = pl._sparse_of(v)
+        if sp is not None:
+            out = np.empty(3, dtype=object)
+            out[0], out[1], out[2] = sp.indices, sp.values, sp.dense_shape
+            return out
+    npdt = np.dtype(object) if dt in (dtypes.string, dtypes.variant) else dt.as_numpy_dtype
+    return v.astype(npdt) if v.dtype != npdt else v
 
 
 # -- string handles: feedable iterators ------------------------------------------------
