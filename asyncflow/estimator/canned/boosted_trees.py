@@ -1,0 +1,782 @@
+"""BoostedTreesClassifier / BoostedTreesRegressor / BoostedTreesEstimator (TF1's).
+
+Gradient boosted trees grown layer by layer on the BoostedTrees* ops
+(ops/boosted_trees_*.py), as TF's estimator does:
+
+- every training step predicts with the ensemble so far (TrainingPredict), takes the
+  loss's gradient and hessian per example (closed form for the plain binary logistic
+  loss, else tf.gradients twice), sums them per node and feature bucket
+  (AggregateStats) and adds that to one ConditionalAccumulator per bucket size,
+  stamped with the ensemble's stamp token;
+- once `n_batches_per_layer` batches are in, the chief takes the averaged stats,
+  finds each node's best split (CalculateBestFeatureSplitV2) and grows the layer
+  (UpdateEnsembleV2), which moves the stamp on, so stats from the old layer are
+  dropped as stale;
+- with center_bias, the first layers instead centre the root's bias from the mean
+  gradient and hessian (CenterBias) until it settles;
+- training stops after n_trees finalized trees (or twice the layers that takes).
+
+The ensemble is a resource registered in GraphKeys.RESOURCES (created by the
+Scaffold's init op) and checkpointed as TF's "boosted_trees:0_stamp" and
+"boosted_trees:0_serialized" (its TreeEnsemble proto).  Columns: bucketized (one
+feature of len(boundaries)+1 buckets), indicator (one two-bucket feature per
+category) and categorical (equality splits) columns.
+
+Differs from TF: numeric (float) columns, which TF bucketizes by a quantile sketch
+first, are refused (ValueError); train_in_memory and example ids are not supported.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+from asyncflow import dtypes, losses
+from asyncflow import feature_column_kinds as fck
+from asyncflow import graph as ops
+from asyncflow import variables as variables_lib
+from asyncflow.estimator.canned import head as head_lib
+from asyncflow.estimator.estimator import Estimator
+from asyncflow.estimator.model_fn import ModeKeys
+from asyncflow.gradients import gradients as tf_gradients
+from asyncflow.ops import (
+    accumulator_ops,
+    array_ops,
+    cast_ops,
+    control_flow_cond,
+    control_flow_ops,
+    manip_ops,
+    math_ops,
+    reduction_ops,
+    slicing_ops,
+    sparse_ops,
+    state_ops,
+    summary_ops,
+)
+from asyncflow.raw_op_functions import raw_ops
+from asyncflow.train import training_util
+from asyncflow.train.basic_session_run_hooks import SessionRunArgs, SessionRunHook
+from asyncflow.train.saver import SaveableObject, SaveSpec
+
+__all__ = ["BoostedTreesClassifier", "BoostedTreesRegressor", "BoostedTreesEstimator"]
+
+TreeHParams = collections.namedtuple(
+    "TreeHParams",
+    [
+        "n_trees",
+        "max_depth",
+        "learning_rate",
+        "l1",
+        "l2",
+        "tree_complexity",
+        "min_node_weight",
+        "center_bias",
+        "pruning_mode",
+        "quantile_sketch_epsilon",
+    ],
+)
+
+_PRUNING_MODES = {"none": 0, "pre": 1, "post": 2}
+_DUMMY_NODE_ID = -1
+_INEQUALITY, _EQUALITY = "inequality", "equality"
+
+Resource = collections.namedtuple("_Resource", ["handle", "create", "is_initialized"])
+
+
+def _pruning_mode(mode) -> int:
+    if mode not in _PRUNING_MODES:
+        raise ValueError(
+            f"pruning_mode mode must be one of: {', '.join(sorted(_PRUNING_MODES))}. Found: {mode}"
+        )
+    return _PRUNING_MODES[mode]
+
+
+# -- the ensemble resource ----------------------------------------------------------------
+
+
+class _EnsembleSaveable(SaveableObject):
+    """Saves the ensemble's stamp and serialized proto; restores by deserializing."""
+
+    def __init__(self, handle, create_op, name):
+        stamp, serialized = raw_ops.BoostedTreesSerializeEnsemble(tree_ensemble_handle=handle)
+        specs = [
+            SaveSpec(stamp, "", name + "_stamp"),
+            SaveSpec(serialized, "", name + "_serialized"),
+        ]
+        super().__init__(handle, specs, name)
+        self._handle, self._create_op = handle, create_op
+
+    def restore(self, restored_tensors, restored_shapes):
+        with ops.control_dependencies([self._create_op]):
+            return raw_ops.BoostedTreesDeserializeEnsemble(
+                tree_ensemble_handle=self._handle,
+                stamp_token=restored_tensors[0],
+                tree_ensemble_serialized=restored_tensors[1],
+            )
+
+
+class TreeEnsemble:
+    """TF's TreeEnsemble resource: a handle named after the model's scope, created by
+    the init op (GraphKeys.RESOURCES) and saved through SAVEABLE_OBJECTS."""
+
+    def __init__(self, name: str, stamp_token: int = 0, serialized_proto: str = ""):
+        with ops.name_scope(name, "TreeEnsemble") as scope:
+            self._name = scope
+            # Named by the scope itself ("boosted_trees"), so the checkpoint holds TF's
+            # "boosted_trees:0_stamp" and "boosted_trees:0_serialized".
+            self.resource_handle = raw_ops.BoostedTreesEnsembleResourceHandleOp(
+                container="", shared_name=scope, name=scope
+            )
+            self.initializer = raw_ops.BoostedTreesCreateEnsemble(
+                tree_ensemble_handle=self.resource_handle,
+                stamp_token=stamp_token,
+                tree_ensemble_serialized=serialized_proto,
+            )
+            initialized = raw_ops.IsBoostedTreesEnsembleInitialized(
+                tree_ensemble_handle=self.resource_handle
+            )
+        saveable = _EnsembleSaveable(
+            self.resource_handle, self.initializer, self.resource_handle.name
+        )
+        ops.add_to_collection(ops.GraphKeys.SAVEABLE_OBJECTS, saveable)
+        ops.add_to_collection(
+            ops.GraphKeys.RESOURCES, Resource(self.resource_handle, self.initializer, initialized)
+        )
+
+    def get_states(self):
+        states = raw_ops.BoostedTreesGetEnsembleStates(tree_ensemble_handle=self.resource_handle)
+        names = ("stamp_token", "num_trees", "num_finalized_trees", "num_attempted_layers")
+        named = [array_ops.identity(t, name=n) for t, n in zip(states[:4], names, strict=True)]
+        return (*named, array_ops.identity(states[4], name="last_layer_nodes_range"))
+
+
+# -- features -------------------------------------------------------------------------------
+
+
+def _kind(column) -> str:
+    if isinstance(column, fck.IndicatorColumn):
+        return "indicator"
+    if isinstance(column, fck.BucketizedColumn):
+        return "bucketized"
+    if isinstance(column, fck.NumericColumn) or getattr(column, "_is_dense", False):
+        return "float"
+    if getattr(column, "_is_categorical", False):
+        return "categorical"
+    raise ValueError(f"Encountered unexpected column {column}")
+
+
+def _check_columns(sorted_columns) -> None:
+    for column in sorted_columns:
+        if _kind(column) == "float":
+            raise ValueError(
+                f"Numeric column {column.name}: this BoostedTrees estimator takes bucketized, "
+                "indicator and categorical columns (bucketize numeric features first)."
+            )
+
+
+def _transformed_features(features, sorted_columns) -> list:
+    """The int32 [batch, 1] (or [batch, dims]) bucketized features, in column order:
+    an indicator column gives one feature per category."""
+    builder = fck._Builder(features)
+    result = []
+    for column in sorted_columns:
+        kind = _kind(column)
+        value = builder.get(column)
+        if kind == "bucketized":
+            if value.shape.ndims is not None and value.shape.ndims > 2:
+                source = column.source_column.name
+                raise ValueError(
+                    f"For now, only supports features equivalent to rank 2 but column "
+                    f"`{source}` got: {features[source].shape}"
+                )
+            result.append(value)
+        elif kind == "indicator":
+            value = cast_ops.cast(value, dtypes.int32)
+            result.extend(
+                array_ops.expand_dims(t, axis=1) for t in slicing_ops.unstack(value, axis=1)
+            )
+        else:
+            ids = column._ids(builder).id_tensor
+            dense = sparse_ops.sparse_tensor_to_dense(ids)
+            result.append(cast_ops.cast(dense, dtypes.int32))
+    return result
+
+
+def _group_features(sorted_columns):
+    """TF's grouping of feature ids by bucket count: (bucket sizes, feature ids per size,
+    split types per size); every bucketized feature shares the largest bucket count."""
+    groups = collections.OrderedDict()
+    groups["bucketized"] = []
+    most_buckets, idx = 2, 0
+    for column in sorted_columns:
+        kind = _kind(column)
+        if kind == "indicator":
+            for _ in range(column.categorical_column.num_buckets):
+                groups.setdefault(2, []).append((idx, _INEQUALITY))
+                idx += 1
+        elif kind == "bucketized":
+            most_buckets = max(most_buckets, len(column.boundaries) + 1)
+            groups["bucketized"].append((idx, _INEQUALITY))
+            idx += 1
+        else:
+            groups.setdefault(column.num_buckets, []).append((idx, _EQUALITY))
+            idx += 1
+    bucketized = groups.pop("bucketized")
+    if most_buckets in groups:
+        groups[most_buckets].extend(bucketized)
+    elif bucketized:
+        groups[most_buckets] = bucketized
+    sizes = list(groups)
+    ids = [tuple(i for i, _ in groups[s]) for s in sizes]
+    types = [tuple(t for _, t in groups[s]) for s in sizes]
+    return sizes, ids, types
+
+
+def _num_features(sorted_columns) -> int:
+    n = 0
+    for column in sorted_columns:
+        n += column.categorical_column.num_buckets if _kind(column) == "indicator" else 1
+    return n
+
+
+# -- growing --------------------------------------------------------------------------------
+
+
+def _variable(initial_value, name):
+    return variables_lib.Variable(
+        initial_value=initial_value,
+        trainable=False,
+        validate_shape=False,
+        name=name,
+        use_resource=True,
+    )
+
+
+def _max_splits(hparams) -> int:
+    return (1 << hparams.max_depth) - 1
+
+
+class _AccumulatorGrower:
+    """TF's accumulator-based grower: stats go to accumulators stamped with the
+    ensemble's stamp; the chief grows once n_batches_per_layer of them are in."""
+
+    def __init__(
+        self,
+        ensemble,
+        hparams,
+        stamp_token,
+        n_batches,
+        bucket_sizes,
+        feature_ids_list,
+        logits_dimension,
+        is_chief,
+    ):
+        self._ensemble, self._hparams = ensemble, hparams
+        self._stamp, self._n_batches = stamp_token, n_batches
+        self._feature_ids_list, self._dim = feature_ids_list, logits_dimension
+        self._is_chief = is_chief
+        self._pruning = _pruning_mode(hparams.pruning_mode)
+        if hparams.tree_complexity > 0:
+            if self._pruning == 0:
+                raise ValueError("Tree complexity have no effect unless pruning mode is chosen.")
+        elif self._pruning != 0:
+            raise ValueError("For pruning, tree_complexity must be positive.")
+        self._accumulators, self._init_ops = [], []
+        for i, (size, feature_ids) in enumerate(zip(bucket_sizes, feature_ids_list, strict=True)):
+            acc = accumulator_ops.ConditionalAccumulator(
+                dtype=dtypes.float32,
+                shape=[
+                    len(feature_ids),
+                    _max_splits(hparams),
+                    1,
+                    size + 1,
+                    logits_dimension + logits_dimension * logits_dimension,
+                ],
+                shared_name=f"numeric_stats_summary_accumulator_{i}",
+            )
+            self._init_ops.append(acc.set_global_step(stamp_token))
+            self._accumulators.append(acc)
+        if hparams.center_bias:
+            self._bias_acc = accumulator_ops.ConditionalAccumulator(
+                dtype=dtypes.float32, shape=[2, 1], shared_name="bias_accumulator"
+            )
+            self._init_ops.append(self._bias_acc.set_global_step(stamp_token))
+
+    def chief_init_op(self):
+        return control_flow_ops.group(*self._init_ops)
+
+    def center_bias(self, center_bias_var, gradients, hessians):
+        stats = reduction_ops.reduce_mean(manip_ops.stack([gradients, hessians], axis=0), axis=1)
+        apply = self._bias_acc.apply_grad(stats, self._stamp)
+        with ops.control_dependencies([apply]):
+            if not self._is_chief:
+                return control_flow_ops.no_op()
+
+            def restamp():
+                return control_flow_ops.group(
+                    *[a.set_global_step(self._stamp + 1) for a in self._accumulators]
+                )
+
+            def center():
+                taken = slicing_ops.unstack(self._bias_acc.take_grad(1), axis=0)
+                continue_centering = raw_ops.BoostedTreesCenterBias(
+                    tree_ensemble_handle=self._ensemble.resource_handle,
+                    mean_gradients=array_ops.expand_dims(taken[0], 0),
+                    mean_hessians=array_ops.expand_dims(taken[1], 0),
+                    l1=self._hparams.l1,
+                    l2=self._hparams.l2,
+                )
+                op = center_bias_var.assign(continue_centering)
+                with ops.control_dependencies([op]):
+                    return control_flow_cond.cond(center_bias_var, control_flow_ops.no_op, restamp)
+
+            return control_flow_cond.cond(
+                math_ops.greater_equal(self._bias_acc.num_accumulated(), self._n_batches),
+                center,
+                control_flow_ops.no_op,
+                name="wait_until_n_batches_for_bias_accumulated",
+            )
+
+    def grow_tree(self, stats_summaries_list, nodes_range, split_types_list):
+        applied = [
+            acc.apply_grad(manip_ops.stack(stats, axis=0), self._stamp)
+            for acc, stats in zip(self._accumulators, stats_summaries_list, strict=True)
+        ]
+        with ops.control_dependencies(applied):
+            if not self._is_chief:
+                return control_flow_ops.no_op()
+            fewest = reduction_ops.reduce_min(
+                manip_ops.stack([acc.num_accumulated() for acc in self._accumulators])
+            )
+
+            def grow():
+                taken = [slicing_ops.unstack(a.take_grad(1), axis=0) for a in self._accumulators]
+                return self._grow(taken, nodes_range, split_types_list)
+
+            return control_flow_cond.cond(
+                math_ops.greater_equal(fewest, self._n_batches),
+                grow,
+                control_flow_ops.no_op,
+                name="wait_until_n_batches_accumulated",
+            )
+
+    def _grow(self, stats_summaries_list, nodes_range, split_types_list):
+        h = self._hparams
+        outs = [
+            raw_ops.BoostedTreesCalculateBestFeatureSplitV2(
+                node_id_range=nodes_range,
+                stats_summaries_list=stats,
+                split_types=list(types),
+                candidate_feature_ids=list(ids),
+                l1=h.l1,
+                l2=h.l2,
+                tree_complexity=h.tree_complexity,
+                min_node_weight=h.min_node_weight,
+                logits_dimension=self._dim,
+            )
+            for stats, ids, types in zip(
+                stats_summaries_list, self._feature_ids_list, split_types_list, strict=True
+            )
+        ]
+        return raw_ops.BoostedTreesUpdateEnsembleV2(
+            tree_ensemble_handle=self._ensemble.resource_handle,
+            feature_ids=[o.feature_ids for o in outs],
+            dimension_ids=[o.feature_dimensions for o in outs],
+            node_ids=[o.node_ids for o in outs],
+            gains=[o.gains for o in outs],
+            thresholds=[o.thresholds for o in outs],
+            left_node_contribs=[o.left_node_contribs for o in outs],
+            right_node_contribs=[o.right_node_contribs for o in outs],
+            split_types=[o.split_with_default_directions for o in outs],
+            learning_rate=h.learning_rate,
+            max_depth=h.max_depth,
+            pruning_mode=self._pruning,
+            logits_dimension=self._dim,
+        )
+
+
+class _StopAtAttemptsHook(SessionRunHook):
+    """Stops training at n_trees finalized trees, or at twice the layers that takes."""
+
+    def __init__(self, num_finalized_trees, num_attempted_layers, max_trees, max_depth):
+        self._tensors = [num_finalized_trees, num_attempted_layers]
+        self._max_trees, self._max_depth = max_trees, max_depth
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._tensors)
+
+    def after_run(self, run_context, run_values):
+        finalized, attempted = run_values.results
+        # The fetched values are from before this step grew: near the limit, read again.
+        if (
+            finalized >= self._max_trees - 1
+            or attempted > 2 * self._max_trees * self._max_depth - 1
+        ):
+            finalized, attempted = run_context.session.run(self._tensors)
+        if finalized >= self._max_trees or attempted > 2 * self._max_trees * self._max_depth:
+            run_context.request_stop()
+
+
+class _GrowerInitializationHook(SessionRunHook):
+    def __init__(self, init_op):
+        self._init_op = init_op
+
+    def after_create_session(self, session, coord):
+        session.run(self._init_op)
+
+
+def _hessians(loss, logits, gradients, logits_dimension):
+    if logits_dimension == 1:
+        return tf_gradients(gradients, logits, name="Hessians")[0]
+    rows = []
+    for row, g in enumerate(slicing_ops.unstack(gradients, num=logits_dimension, axis=1)):
+        h = tf_gradients(g, logits, name=f"Hessian_{row}", gate_gradients=0)
+        rows.append(array_ops.squeeze(slicing_ops.unstack(h), [0]))
+    stacked = manip_ops.stack(rows, axis=1)
+    return array_ops.reshape(stacked, (-1, logits_dimension**2))
+
+
+def _bt_model_fn(
+    features,
+    labels,
+    mode,
+    head,
+    feature_columns,
+    hparams,
+    n_batches_per_layer,
+    config,
+    closed_form=None,
+    weight_column=None,
+    name="boosted_trees",
+):
+    dim = head.logits_dimension
+    sorted_columns = sorted(feature_columns, key=lambda c: c.name)
+    _check_columns(sorted_columns)
+    with ops.name_scope(name) as scope:
+        global_step = training_util.get_or_create_global_step()
+        ensemble = TreeEnsemble(name=scope)
+        sizes, feature_ids_list, split_types_list = _group_features(sorted_columns)
+        if mode != ModeKeys.TRAIN:
+            logits = raw_ops.BoostedTreesPredict(
+                tree_ensemble_handle=ensemble.resource_handle,
+                bucketized_features=_transformed_features(features, sorted_columns),
+                logits_dimension=dim,
+            )
+            return head.create_estimator_spec(
+                features, mode, logits, labels, train_op_fn=control_flow_ops.no_op
+            )
+        _variable(True, "are_boundaries_ready")
+        input_features = _transformed_features(features, sorted_columns)
+        batch = array_ops.shape(labels)[0]
+        cached_tree_ids = array_ops.zeros([batch], dtype=dtypes.int32)
+        cached_node_ids = _DUMMY_NODE_ID * array_ops.ones([batch], dtype=dtypes.int32)
+        cached_logits = array_ops.zeros([batch, dim], dtype=dtypes.float32)
+        stamp, num_trees, num_finalized, num_attempted, nodes_range = ensemble.get_states()
+        partial = raw_ops.BoostedTreesTrainingPredict(
+            tree_ensemble_handle=ensemble.resource_handle,
+            cached_tree_ids=cached_tree_ids,
+            cached_node_ids=cached_node_ids,
+            bucketized_features=input_features,
+            logits_dimension=dim,
+        )
+        logits = cached_logits + partial.partial_logits
+        grower = _AccumulatorGrower(
+            ensemble,
+            hparams,
+            stamp,
+            n_batches_per_layer,
+            sizes,
+            feature_ids_list,
+            dim,
+            config.is_chief,
+        )
+        summary_ops.scalar("ensemble/num_trees", num_trees)
+        summary_ops.scalar("ensemble/num_finalized_trees", num_finalized)
+        summary_ops.scalar("ensemble/num_attempted_layers", num_attempted)
+        center_bias_var = _variable(hparams.center_bias, "center_bias_needed")
+
+        def _train_op_fn(loss):
+            if dim == 1 and closed_form is not None:
+                gradients, hessians = closed_form(logits, labels)
+            else:
+                gradients = tf_gradients(loss, logits, name="Gradients")[0]
+                hessians = _hessians(loss, logits, gradients, dim)
+            stats_list = [
+                [
+                    raw_ops.BoostedTreesAggregateStats(
+                        node_ids=partial.node_ids,
+                        gradients=gradients,
+                        hessians=hessians,
+                        feature=input_features[fid],
+                        max_splits=_max_splits(hparams),
+                        num_buckets=size,
+                    )
+                    for fid in feature_ids
+                ]
+                for size, feature_ids in zip(sizes, feature_ids_list, strict=True)
+            ]
+            grow = functools.partial(grower.grow_tree, stats_list, nodes_range, split_types_list)
+            if hparams.center_bias:
+                center = functools.partial(
+                    grower.center_bias, center_bias_var, gradients, hessians
+                )
+                update = control_flow_cond.cond(center_bias_var, center, grow)
+            else:
+                update = grow()
+            with ops.control_dependencies([update]):
+                step = state_ops.assign_add(global_step, 1).op
+            return control_flow_ops.group(update, step, name="grow_op")
+
+    spec = head.create_estimator_spec(features, mode, logits, labels, train_op_fn=_train_op_fn)
+    stop = _StopAtAttemptsHook(num_finalized, num_attempted, hparams.n_trees, hparams.max_depth)
+    return spec._replace(
+        training_hooks=tuple(spec.training_hooks) + (stop,),
+        training_chief_hooks=[_GrowerInitializationHook(grower.chief_init_op())]
+        + list(spec.training_chief_hooks),
+    )
+
+
+# -- heads ---------------------------------------------------------------------------------
+
+
+def _logloss_grad_and_hess(head):
+    """The binary logistic loss's closed-form gradient and hessian, averaged per example."""
+
+    def fn(logits, labels):
+        predictions = math_ops.reciprocal(math_ops.exp(-logits) + 1.0)
+        normalizer = math_ops.reciprocal(
+            cast_ops.cast(array_ops.size(predictions), dtypes.float32)
+        )
+        labels = head_lib._labels_2d(cast_ops.cast(labels, dtypes.float32), 1)
+        gradients = (predictions - labels) * normalizer
+        hessians = predictions * (1.0 - predictions) * normalizer
+        return gradients, hessians
+
+    return fn
+
+
+def _validate(hparams) -> None:
+    for p in ("n_trees", "max_depth", "learning_rate", "quantile_sketch_epsilon"):
+        if getattr(hparams, p) <= 0:
+            raise ValueError(f"Expected {p} > 0, received: {getattr(hparams, p)}")
+    for p in ("l1", "l2", "tree_complexity", "min_node_weight"):
+        if getattr(hparams, p) < 0:
+            raise ValueError(f"Expected {p} >= 0, received: {getattr(hparams, p)}")
+
+
+class _BoostedTreesBase(Estimator):
+    def __init__(
+        self,
+        head,
+        feature_columns,
+        n_batches_per_layer,
+        model_dir,
+        config,
+        hparams,
+        closed_form=None,
+        weight_column=None,
+    ):
+        _validate(hparams)
+        columns = list(feature_columns)
+
+        def _model_fn(features, labels, mode, config):
+            return _bt_model_fn(
+                features,
+                labels,
+                mode,
+                head,
+                columns,
+                hparams,
+                n_batches_per_layer,
+                config,
+                closed_form,
+                weight_column,
+            )
+
+        super().__init__(_model_fn, model_dir=model_dir, config=config)
+        self._sorted_feature_columns = sorted(columns, key=lambda c: c.name)
+        self._head = head
+        self._n_features = _num_features(self._sorted_feature_columns)
+        self._center_bias = hparams.center_bias
+
+
+def _hparams(
+    n_trees,
+    max_depth,
+    learning_rate,
+    l1,
+    l2,
+    tree_complexity,
+    min_node_weight,
+    center_bias,
+    pruning_mode,
+    quantile_sketch_epsilon,
+):
+    return TreeHParams(
+        n_trees,
+        max_depth,
+        learning_rate,
+        l1,
+        l2,
+        tree_complexity,
+        min_node_weight,
+        center_bias,
+        pruning_mode,
+        quantile_sketch_epsilon,
+    )
+
+
+class BoostedTreesClassifier(_BoostedTreesBase):
+    """Gradient boosted trees classifier (TF1's `tf.estimator.BoostedTreesClassifier`).
+
+    Raises:
+      ValueError: a bad hyper-parameter (n_trees, max_depth, learning_rate <= 0; l1, l2,
+        tree_complexity, min_node_weight < 0; tree_complexity without pruning or
+        pruning without it), center_bias with n_classes > 2, a numeric column.
+    """
+
+    def __init__(
+        self,
+        feature_columns,
+        n_batches_per_layer,
+        model_dir=None,
+        n_classes=2,
+        weight_column=None,
+        label_vocabulary=None,
+        n_trees=100,
+        max_depth=6,
+        learning_rate=0.1,
+        l1_regularization=0.0,
+        l2_regularization=0.0,
+        tree_complexity=0.0,
+        min_node_weight=0.0,
+        config=None,
+        center_bias=False,
+        pruning_mode="none",
+        quantile_sketch_epsilon=0.01,
+        train_in_memory=False,
+    ):
+        if n_classes > 2 and center_bias:
+            raise ValueError("center_bias not yet support with n_classes > 2.")
+        if train_in_memory:
+            raise ValueError("train_in_memory is not supported by asyncflow's BoostedTrees.")
+        if n_classes == 2:
+            reduction = losses.Reduction.SUM_OVER_BATCH_SIZE
+        else:
+            reduction = losses.Reduction.SUM_OVER_NONZERO_WEIGHTS
+        head = head_lib.classifier_head(n_classes, weight_column, reduction, label_vocabulary)
+        closed = None
+        if n_classes == 2 and weight_column is None and label_vocabulary is None:
+            closed = _logloss_grad_and_hess(head)
+        hp = _hparams(
+            n_trees,
+            max_depth,
+            learning_rate,
+            l1_regularization,
+            l2_regularization,
+            tree_complexity,
+            min_node_weight,
+            center_bias,
+            pruning_mode,
+            quantile_sketch_epsilon,
+        )
+        super().__init__(
+            head,
+            feature_columns,
+            n_batches_per_layer,
+            model_dir,
+            config,
+            hp,
+            closed,
+            weight_column,
+        )
+
+
+class BoostedTreesRegressor(_BoostedTreesBase):
+    """Gradient boosted trees regressor (TF1's `tf.estimator.BoostedTreesRegressor`).
+
+    Raises:
+      ValueError: as BoostedTreesClassifier; center_bias with label_dimension > 1.
+    """
+
+    def __init__(
+        self,
+        feature_columns,
+        n_batches_per_layer,
+        model_dir=None,
+        label_dimension=1,
+        weight_column=None,
+        n_trees=100,
+        max_depth=6,
+        learning_rate=0.1,
+        l1_regularization=0.0,
+        l2_regularization=0.0,
+        tree_complexity=0.0,
+        min_node_weight=0.0,
+        config=None,
+        center_bias=False,
+        pruning_mode="none",
+        quantile_sketch_epsilon=0.01,
+        train_in_memory=False,
+    ):
+        if label_dimension > 1 and center_bias:
+            raise ValueError("center_bias not yet support with label_dimension > 1.")
+        if train_in_memory:
+            raise ValueError("train_in_memory is not supported by asyncflow's BoostedTrees.")
+        head = head_lib.regression_head(
+            label_dimension, weight_column, losses.Reduction.SUM_OVER_BATCH_SIZE
+        )
+        hp = _hparams(
+            n_trees,
+            max_depth,
+            learning_rate,
+            l1_regularization,
+            l2_regularization,
+            tree_complexity,
+            min_node_weight,
+            center_bias,
+            pruning_mode,
+            quantile_sketch_epsilon,
+        )
+        super().__init__(
+            head, feature_columns, n_batches_per_layer, model_dir, config, hp, None, weight_column
+        )
+
+
+class BoostedTreesEstimator(_BoostedTreesBase):
+    """Gradient boosted trees over a given head (TF1's `tf.estimator.BoostedTreesEstimator`)."""
+
+    def __init__(
+        self,
+        feature_columns,
+        n_batches_per_layer,
+        head,
+        model_dir=None,
+        weight_column=None,
+        n_trees=100,
+        max_depth=6,
+        learning_rate=0.1,
+        l1_regularization=0.0,
+        l2_regularization=0.0,
+        tree_complexity=0.0,
+        min_node_weight=0.0,
+        config=None,
+        center_bias=False,
+        pruning_mode="none",
+        quantile_sketch_epsilon=0.01,
+    ):
+        hp = _hparams(
+            n_trees,
+            max_depth,
+            learning_rate,
+            l1_regularization,
+            l2_regularization,
+            tree_complexity,
+            min_node_weight,
+            center_bias,
+            pruning_mode,
+            quantile_sketch_epsilon,
+        )
+        super().__init__(
+            head, feature_columns, n_batches_per_layer, model_dir, config, hp, None, weight_column
+        )
