@@ -20,10 +20,13 @@ The ensemble is a resource registered in GraphKeys.RESOURCES (created by the
 Scaffold's init op) and checkpointed as TF's "boosted_trees:0_stamp" and
 "boosted_trees:0_serialized" (its TreeEnsemble proto).  Columns: bucketized (one
 feature of len(boundaries)+1 buckets), indicator (one two-bucket feature per
-category) and categorical (equality splits) columns.
+category), categorical (equality splits) and float columns.
 
-Differs from TF: numeric (float) columns, which TF bucketizes by a quantile sketch
-first, are refused (ValueError); train_in_memory and example ids are not supported.
+Float (numeric) columns are bucketized by boundaries a quantile sketch learns first
+(QuantileAccumulator, 1/quantile_sketch_epsilon buckets): until they are flushed,
+training steps only feed the sketch.
+
+Differs from TF: train_in_memory and example ids are not supported.
 """
 
 from __future__ import annotations
@@ -150,6 +153,82 @@ class TreeEnsemble:
         return (*named, array_ops.identity(states[4], name="last_layer_nodes_range"))
 
 
+class _QuantileSaveable(SaveableObject):
+    """Saves each stream's bucket boundaries; restores them with Deserialize."""
+
+    def __init__(self, handle, create_op, num_streams, name):
+        bounds = raw_ops.BoostedTreesQuantileStreamResourceGetBucketBoundaries(
+            quantile_stream_resource_handle=handle, num_features=num_streams
+        )
+        bounds = bounds if isinstance(bounds, list) else [bounds]
+        specs = [SaveSpec(b, "", f"{name}_bucket_boundaries_{i}") for i, b in enumerate(bounds)]
+        super().__init__(handle, specs, name)
+        self._handle, self._create_op = handle, create_op
+
+    def restore(self, restored_tensors, restored_shapes):
+        with ops.control_dependencies([self._create_op]):
+            return raw_ops.BoostedTreesQuantileStreamResourceDeserialize(
+                quantile_stream_resource_handle=self._handle,
+                bucket_boundaries=list(restored_tensors),
+            )
+
+
+class QuantileAccumulator:
+    """TF's QuantileAccumulator: one quantile stream per float feature, whose flushed
+    bucket boundaries are checkpointed ("<handle>:0_bucket_boundaries_<i>")."""
+
+    def __init__(self, epsilon, num_streams, num_quantiles, name=None):
+        self._eps, self._num_streams, self._num_quantiles = epsilon, num_streams, num_quantiles
+        with ops.name_scope(name, "QuantileAccumulator") as scope:
+            self.resource_handle = raw_ops.BoostedTreesQuantileStreamResourceHandleOp(
+                container="", shared_name=scope, name=scope
+            )
+            self.initializer = raw_ops.BoostedTreesCreateQuantileStreamResource(
+                quantile_stream_resource_handle=self.resource_handle,
+                epsilon=epsilon,
+                num_streams=num_streams,
+            )
+            initialized = raw_ops.IsBoostedTreesQuantileStreamResourceInitialized(
+                quantile_stream_resource_handle=self.resource_handle
+            )
+        ops.add_to_collection(
+            ops.GraphKeys.RESOURCES, Resource(self.resource_handle, self.initializer, initialized)
+        )
+        saveable = _QuantileSaveable(
+            self.resource_handle, self.initializer, num_streams, self.resource_handle.name
+        )
+        ops.add_to_collection(ops.GraphKeys.SAVEABLE_OBJECTS, saveable)
+
+    def add_summaries(self, float_columns, example_weights):
+        summaries = raw_ops.BoostedTreesMakeQuantileSummaries(
+            float_values=float_columns, example_weights=example_weights, epsilon=self._eps
+        )
+        summaries = summaries if isinstance(summaries, list) else [summaries]
+        return raw_ops.BoostedTreesQuantileStreamResourceAddSummaries(
+            quantile_stream_resource_handle=self.resource_handle, summaries=summaries
+        )
+
+    def flush(self):
+        return raw_ops.BoostedTreesQuantileStreamResourceFlush(
+            quantile_stream_resource_handle=self.resource_handle, num_buckets=self._num_quantiles
+        )
+
+    def get_bucket_boundaries(self) -> list:
+        bounds = raw_ops.BoostedTreesQuantileStreamResourceGetBucketBoundaries(
+            quantile_stream_resource_handle=self.resource_handle, num_features=self._num_streams
+        )
+        return bounds if isinstance(bounds, list) else [bounds]
+
+
+def _boundaries_by_column(float_columns, boundaries) -> dict:
+    out, i = {}, 0
+    for column in float_columns:
+        n = _num_floats(column)
+        out[column.name] = boundaries[i : i + n]
+        i += n
+    return out
+
+
 # -- features -------------------------------------------------------------------------------
 
 
@@ -165,23 +244,40 @@ def _kind(column) -> str:
     raise ValueError(f"Encountered unexpected column {column}")
 
 
-def _check_columns(sorted_columns) -> None:
-    for column in sorted_columns:
-        if _kind(column) == "float":
-            raise ValueError(
-                f"Numeric column {column.name}: this BoostedTrees estimator takes bucketized, "
-                "indicator and categorical columns (bucketize numeric features first)."
-            )
+def _float_columns(sorted_columns) -> list:
+    return [c for c in sorted_columns if _kind(c) == "float"]
 
 
-def _transformed_features(features, sorted_columns) -> list:
+def _num_floats(column) -> int:
+    """How many float features a dense column gives (its one dimension)."""
+    shape = column._variable_shape
+    if shape.ndims is not None and shape.ndims > 1:
+        raise ValueError(
+            f"For now, we only support Dense column with rank of 1, but column "
+            f"`{column.name}` got: {shape}"
+        )
+    return shape.as_list()[0] if shape.as_list() else 1
+
+
+def _transformed_features(features, sorted_columns, boundaries=None) -> list:
     """The int32 [batch, 1] (or [batch, dims]) bucketized features, in column order:
-    an indicator column gives one feature per category."""
+    an indicator column gives one feature per category, a float column one per element
+    (bucketized by `boundaries`, {column name: one boundaries tensor per element}; its
+    raw floats without them)."""
     builder = fck._Builder(features)
     result = []
     for column in sorted_columns:
         kind = _kind(column)
         value = builder.get(column)
+        if kind == "float":
+            values = slicing_ops.unstack(value, axis=1)
+            if boundaries:
+                values = raw_ops.BoostedTreesBucketize(
+                    float_values=values, bucket_boundaries=boundaries[column.name]
+                )
+                values = values if isinstance(values, list) else [values]
+            result.extend(array_ops.expand_dims(t, axis=1) for t in values)
+            continue
         if kind == "bucketized":
             if value.shape.ndims is not None and value.shape.ndims > 2:
                 source = column.source_column.name
@@ -202,9 +298,10 @@ def _transformed_features(features, sorted_columns) -> list:
     return result
 
 
-def _group_features(sorted_columns):
+def _group_features(sorted_columns, num_quantiles):
     """TF's grouping of feature ids by bucket count: (bucket sizes, feature ids per size,
-    split types per size); every bucketized feature shares the largest bucket count."""
+    split types per size); every bucketized feature shares the largest bucket count,
+    every float feature has num_quantiles buckets."""
     groups = collections.OrderedDict()
     groups["bucketized"] = []
     most_buckets, idx = 2, 0
@@ -218,6 +315,10 @@ def _group_features(sorted_columns):
             most_buckets = max(most_buckets, len(column.boundaries) + 1)
             groups["bucketized"].append((idx, _INEQUALITY))
             idx += 1
+        elif kind == "float":
+            for _ in range(_num_floats(column)):
+                groups.setdefault(num_quantiles, []).append((idx, _INEQUALITY))
+                idx += 1
         else:
             groups.setdefault(column.num_buckets, []).append((idx, _EQUALITY))
             idx += 1
@@ -235,7 +336,11 @@ def _group_features(sorted_columns):
 def _num_features(sorted_columns) -> int:
     n = 0
     for column in sorted_columns:
-        n += column.categorical_column.num_buckets if _kind(column) == "indicator" else 1
+        kind = _kind(column)
+        if kind == "indicator":
+            n += column.categorical_column.num_buckets
+        else:
+            n += _num_floats(column) if kind == "float" else 1
     return n
 
 
@@ -304,6 +409,35 @@ class _AccumulatorGrower:
 
     def chief_init_op(self):
         return control_flow_ops.group(*self._init_ops)
+
+    def accumulate_quantiles(self, quantiles, float_features, weights, boundaries_ready):
+        """Add the batch's sketches; the chief flushes the boundaries once
+        n_batches_per_layer batches went in (counted by a stamped accumulator)."""
+        summary_op = quantiles.add_summaries(float_features, weights)
+        counter = accumulator_ops.ConditionalAccumulator(
+            dtype=dtypes.float32, shape={}, shared_name="quantile_summary_accum"
+        )
+        update = control_flow_ops.group(
+            summary_op,
+            counter.set_global_step(self._stamp),
+            counter.apply_grad(array_ops.constant(0.0), self._stamp),
+        )
+        if not self._is_chief:
+            return update
+        with ops.control_dependencies([update]):
+
+            def flush():
+                taken = counter.take_grad(1)
+                return control_flow_ops.group(
+                    quantiles.flush(), taken, boundaries_ready.assign(True).op
+                )
+
+            return control_flow_cond.cond(
+                math_ops.greater_equal(counter.num_accumulated(), self._n_batches),
+                flush,
+                control_flow_ops.no_op,
+                name="wait_until_quaniles_accumulated",
+            )
 
     def center_bias(self, center_bias_var, gradients, hessians):
         stats = reduction_ops.reduce_mean(manip_ops.stack([gradients, hessians], axis=0), axis=1)
@@ -451,22 +585,32 @@ def _bt_model_fn(
 ):
     dim = head.logits_dimension
     sorted_columns = sorted(feature_columns, key=lambda c: c.name)
-    _check_columns(sorted_columns)
+    float_columns = _float_columns(sorted_columns)
     with ops.name_scope(name) as scope:
         global_step = training_util.get_or_create_global_step()
         ensemble = TreeEnsemble(name=scope)
-        sizes, feature_ids_list, split_types_list = _group_features(sorted_columns)
+        num_quantiles = int(1.0 / hparams.quantile_sketch_epsilon)
+        quantiles, boundaries = None, {}
+        if float_columns:
+            quantiles = QuantileAccumulator(
+                epsilon=hparams.quantile_sketch_epsilon,
+                num_streams=sum(_num_floats(c) for c in float_columns),
+                num_quantiles=num_quantiles,
+                name="QuantileAccumulator",
+            )
+            boundaries = _boundaries_by_column(float_columns, quantiles.get_bucket_boundaries())
+        sizes, feature_ids_list, split_types_list = _group_features(sorted_columns, num_quantiles)
         if mode != ModeKeys.TRAIN:
             logits = raw_ops.BoostedTreesPredict(
                 tree_ensemble_handle=ensemble.resource_handle,
-                bucketized_features=_transformed_features(features, sorted_columns),
+                bucketized_features=_transformed_features(features, sorted_columns, boundaries),
                 logits_dimension=dim,
             )
             return head.create_estimator_spec(
                 features, mode, logits, labels, train_op_fn=control_flow_ops.no_op
             )
-        _variable(True, "are_boundaries_ready")
-        input_features = _transformed_features(features, sorted_columns)
+        boundaries_ready = _variable(not float_columns, "are_boundaries_ready")
+        input_features = _transformed_features(features, sorted_columns, boundaries)
         batch = array_ops.shape(labels)[0]
         cached_tree_ids = array_ops.zeros([batch], dtype=dtypes.int32)
         cached_node_ids = _DUMMY_NODE_ID * array_ops.ones([batch], dtype=dtypes.int32)
@@ -494,8 +638,26 @@ def _bt_model_fn(
         summary_ops.scalar("ensemble/num_finalized_trees", num_finalized)
         summary_ops.scalar("ensemble/num_attempted_layers", num_attempted)
         center_bias_var = _variable(hparams.center_bias, "center_bias_needed")
+        if weight_column is None:
+            weights = array_ops.constant(1.0, shape=[1])
+        else:
+            key = getattr(weight_column, "key", weight_column)
+            weights = array_ops.reshape(cast_ops.cast(features[key], dtypes.float32), [-1])
+
+        def _update_quantiles():
+            with ops.name_scope("UpdateQuantile"):
+                floats = _transformed_features(features, float_columns)
+                squeezed = [array_ops.squeeze(f, axis=1) for f in floats]
+                return grower.accumulate_quantiles(quantiles, squeezed, weights, boundaries_ready)
 
         def _train_op_fn(loss):
+            if not float_columns:
+                return _grow_op(loss)
+            return control_flow_cond.cond(
+                boundaries_ready, lambda: _grow_op(loss), _update_quantiles
+            )
+
+        def _grow_op(loss):
             if dim == 1 and closed_form is not None:
                 gradients, hessians = closed_form(logits, labels)
             else:
@@ -632,7 +794,7 @@ class BoostedTreesClassifier(_BoostedTreesBase):
     Raises:
       ValueError: a bad hyper-parameter (n_trees, max_depth, learning_rate <= 0; l1, l2,
         tree_complexity, min_node_weight < 0; tree_complexity without pruning or
-        pruning without it), center_bias with n_classes > 2, a numeric column.
+        pruning without it), center_bias with n_classes > 2.
     """
 
     def __init__(
