@@ -36,6 +36,7 @@ EXACT = [
     "regressor_post_pruning",
     "regressor_two_batches",
     "regressor_numeric",
+    "regressor_categorical",
 ]
 CLASSIFIERS = ["classifier", "classifier_center_bias", "classifier_numeric"]
 SERIALIZED = "boosted_trees:0_serialized"
