@@ -5,7 +5,8 @@ Gradient boosted trees grown layer by layer on the BoostedTrees* ops
 
 - every training step predicts with the ensemble so far (TrainingPredict), takes the
   loss's gradient and hessian per example (closed form for the plain binary logistic
-  loss, else tf.gradients twice), sums them per node and feature bucket
+  loss, else tf.gradients twice: with n_classes > 2, TF's maxent loss and each
+  example's full [n, n] hessian), sums them per node and feature bucket
   (AggregateStats) and adds that to one ConditionalAccumulator per bucket size,
   stamped with the ensemble's stamp token;
 - once `n_batches_per_layer` batches are in, the chief takes the averaged stats,
@@ -26,7 +27,8 @@ Float (numeric) columns are bucketized by boundaries a quantile sketch learns fi
 (QuantileAccumulator, 1/quantile_sketch_epsilon buckets): until they are flushed,
 training steps only feed the sketch.
 
-Differs from TF: train_in_memory and example ids are not supported.
+Differs from TF: train_in_memory and example ids are not supported; a full hessian is
+solved in float64 then rounded (TF: Eigen's float32 pivoted QR), about 1e-6 apart.
 """
 
 from __future__ import annotations
@@ -559,15 +561,16 @@ class _GrowerInitializationHook(SessionRunHook):
         session.run(self._init_op)
 
 
-def _hessians(loss, logits, gradients, logits_dimension):
+def _hessians(logits, gradients, logits_dimension):
+    """d gradients / d logits: per example, its [d, d] hessian flattened (TF's "full
+    hessian" for several logits)."""
     if logits_dimension == 1:
         return tf_gradients(gradients, logits, name="Hessians")[0]
-    rows = []
-    for row, g in enumerate(slicing_ops.unstack(gradients, num=logits_dimension, axis=1)):
-        h = tf_gradients(g, logits, name=f"Hessian_{row}", gate_gradients=0)
-        rows.append(array_ops.squeeze(slicing_ops.unstack(h), [0]))
-    stacked = manip_ops.stack(rows, axis=1)
-    return array_ops.reshape(stacked, (-1, logits_dimension**2))
+    rows = [
+        tf_gradients(g, logits, name=f"Hessian_{row}")[0]
+        for row, g in enumerate(slicing_ops.unstack(gradients, num=logits_dimension, axis=1))
+    ]
+    return array_ops.reshape(manip_ops.stack(rows, axis=1), (-1, logits_dimension**2))
 
 
 def _bt_model_fn(
@@ -662,7 +665,7 @@ def _bt_model_fn(
                 gradients, hessians = closed_form(logits, labels)
             else:
                 gradients = tf_gradients(loss, logits, name="Gradients")[0]
-                hessians = _hessians(loss, logits, gradients, dim)
+                hessians = _hessians(logits, gradients, dim)
             stats_list = [
                 [
                     raw_ops.BoostedTreesAggregateStats(
@@ -715,6 +718,33 @@ def _logloss_grad_and_hess(head):
         return gradients, hessians
 
     return fn
+
+
+def per_example_maxent_loss(labels, weights, logits, num_classes, eps=1e-15):
+    """TF's twice-differentiable multi-class log loss: -log(softmax(logits)[label]),
+    the probability kept within [eps, 1 - eps]; times `weights` when given."""
+    labels = cast_ops.cast(labels, dtypes.int64)
+    if labels.shape.ndims != 2:
+        labels = array_ops.expand_dims(labels, 1)
+    one_hot = slicing_ops.one_hot(indices=labels, depth=num_classes)
+    labels = cast_ops.cast(reduction_ops.reduce_sum(one_hot, axis=[1]), dtypes.float32)
+    unnormalized = math_ops.exp(logits)
+    normalizers = reduction_ops.reduce_sum(unnormalized, 1, keepdims=True)
+    softmax = math_ops.divide(unnormalized, math_ops.add(normalizers, eps))
+    probs = reduction_ops.reduce_sum(labels * softmax, 1)
+    zeros = array_ops.zeros_like(probs, dtype=logits.dtype) + eps
+    one_minus_eps = array_ops.ones_like(probs, dtype=logits.dtype) - eps
+    probs = slicing_ops.where(probs >= eps, probs, zeros)
+    probs = slicing_ops.where(probs <= 1 - eps, probs, one_minus_eps)
+    loss = array_ops.expand_dims(-math_ops.log(probs), 1)
+    return (loss, control_flow_ops.no_op()) if weights is None else (loss * weights, None)
+
+
+class _MaxentHead(head_lib._MultiClassHead):
+    """The multi-class head with TF's maxent loss, whose hessian tf.gradients can take."""
+
+    def _unreduced_loss(self, labels, logits):
+        return per_example_maxent_loss(labels, None, logits, self.logits_dimension)[0]
 
 
 def _validate(hparams) -> None:
@@ -823,10 +853,18 @@ class BoostedTreesClassifier(_BoostedTreesBase):
         if train_in_memory:
             raise ValueError("train_in_memory is not supported by asyncflow's BoostedTrees.")
         if n_classes == 2:
-            reduction = losses.Reduction.SUM_OVER_BATCH_SIZE
+            head = head_lib.classifier_head(
+                n_classes, weight_column, losses.Reduction.SUM_OVER_BATCH_SIZE, label_vocabulary
+            )
         else:
-            reduction = losses.Reduction.SUM_OVER_NONZERO_WEIGHTS
-        head = head_lib.classifier_head(n_classes, weight_column, reduction, label_vocabulary)
+            if n_classes is None or n_classes < 2:
+                raise ValueError(f"n_classes must be > 2: {n_classes}.")
+            head = _MaxentHead(
+                n_classes,
+                weight_column,
+                losses.Reduction.SUM_OVER_NONZERO_WEIGHTS,
+                label_vocabulary,
+            )
         closed = None
         if n_classes == 2 and weight_column is None and label_vocabulary is None:
             closed = _logloss_grad_and_hess(head)
