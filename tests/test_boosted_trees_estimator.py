@@ -115,6 +115,19 @@ def test_classifier_grows_tfs_trees(results, name):
     )
 
 
+@pytest.mark.parametrize("name", [n for n in cases.CASES if not n.endswith("categorical")])
+def test_feature_importances_are_tfs(results, name):
+    """Gain sums per column, raw and normalized (TF's AssertionError without a split)."""
+    for normalize in (False, True):
+        key = f"importances_{normalize}"
+        mine, theirs = results(name)[key], TF[name][key]
+        if name in EXACT or isinstance(theirs, str):
+            assert mine == theirs
+            continue
+        assert [k for k, _ in mine] == [k for k, _ in theirs]
+        np.testing.assert_allclose([v for _, v in mine], [v for _, v in theirs], rtol=1e-5)
+
+
 def test_training_stops_after_n_trees(results):
     ens = _ensemble(results("classifier")["checkpoint"][SERIALIZED])
     assert [m.is_finalized for m in ens.tree_metadata] == [True, True, False]

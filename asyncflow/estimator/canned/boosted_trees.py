@@ -36,6 +36,8 @@ from __future__ import annotations
 import collections
 import functools
 
+import numpy as np
+
 from asyncflow import dtypes, losses
 from asyncflow import feature_column_kinds as fck
 from asyncflow import graph as ops
@@ -58,8 +60,9 @@ from asyncflow.ops import (
     state_ops,
     summary_ops,
 )
+from asyncflow.protos import boosted_trees_pb2
 from asyncflow.raw_op_functions import raw_ops
-from asyncflow.train import training_util
+from asyncflow.train import checkpoint_utils, training_util
 from asyncflow.train.basic_session_run_hooks import SessionRunArgs, SessionRunHook
 from asyncflow.train.saver import SaveableObject, SaveSpec
 
@@ -789,7 +792,79 @@ class _BoostedTreesBase(Estimator):
         self._sorted_feature_columns = sorted(columns, key=lambda c: c.name)
         self._head = head
         self._n_features = _num_features(self._sorted_feature_columns)
+        self._feature_col_names = _feature_names(self._sorted_feature_columns)
         self._center_bias = hparams.center_bias
+
+    def experimental_feature_importances(self, normalize=False):
+        """Gain-based importances: {feature column name: importance}, largest first.
+
+        Raises:
+          ValueError: no trained ensemble in model_dir.
+          AssertionError: normalize on an ensemble without splits or with negative gains.
+        """
+        reader = checkpoint_utils.load_checkpoint(self._model_dir)
+        serialized = reader.get_tensor("boosted_trees:0_serialized")
+        if not serialized:
+            raise ValueError(
+                "Found empty serialized string for TreeEnsemble.You should only call this "
+                "method after training."
+            )
+        ensemble = boosted_trees_pb2.TreeEnsemble.FromString(bytes(serialized))
+        importances = feature_importances(ensemble, self._n_features, normalize)
+        return _sum_by_name_and_sort(self._feature_col_names, importances)
+
+
+def _feature_names(sorted_columns) -> list:
+    """The column name of each feature id (an indicator column's categories share it)."""
+    names = []
+    for column in sorted_columns:
+        kind = _kind(column)
+        if kind == "indicator":
+            names += [column.categorical_column.name] * column.categorical_column.num_buckets
+        elif kind == "float":
+            names += [column.name] * _num_floats(column)
+        else:
+            names.append(column.name)
+    return names
+
+
+def _tree_importances(tree, num_features) -> np.ndarray:
+    importances = np.zeros(num_features)
+    for node in tree.nodes:
+        kind = node.WhichOneof("node")
+        if kind == "bucketized_split":
+            importances[node.bucketized_split.feature_id] += node.metadata.gain
+        elif kind == "leaf":
+            assert node.metadata.gain == 0
+        else:
+            raise ValueError(f"Unexpected split type {kind}")
+    return importances
+
+
+def feature_importances(ensemble, num_features, normalize) -> np.ndarray:
+    """Each feature's gains summed over the ensemble's splits, weighted by tree weight
+    (TF's gain-based importances).
+
+    Raises:
+      AssertionError: normalize with a negative importance, or with no split at all.
+      ValueError: a split other than a bucketized one.
+    """
+    per_tree = np.array([_tree_importances(t, num_features) for t in ensemble.trees])
+    weights = np.array(ensemble.tree_weights).reshape(-1, 1)
+    importances = np.sum(per_tree * weights, axis=0)
+    if normalize:
+        assert np.all(importances >= 0), "feature_importances must be non-negative."
+        normalizer = np.sum(importances)
+        assert normalizer > 0, "Trees are all empty or contain only a root node."
+        importances /= normalizer
+    return importances
+
+
+def _sum_by_name_and_sort(names, values) -> collections.OrderedDict:
+    sums: dict = {}
+    for name, value in zip(names, values, strict=True):
+        sums[name] = sums.setdefault(name, 0) + value
+    return collections.OrderedDict(sorted(sums.items(), key=lambda kv: abs(kv[1]), reverse=True))
 
 
 def _hparams(
