@@ -146,6 +146,20 @@ class TreeEnsemble:
     def __init__(self):
         self.proto = bt_pb2.TreeEnsemble()
         self.stamp = -1
+        self.version = 0  # moved on by every change, so compiled trees are rebuilt
+        self._compiled: tuple | None = None  # (version, dim, trees)
+
+    def compiled(self, dim: int) -> list:
+        """The trees as _CompiledTree arrays, rebuilt when the ensemble changed."""
+        key = (self.version, dim)
+        if self._compiled is None or self._compiled[:2] != key:
+            trees = [
+                _CompiledTree(t, m, w, dim)
+                for t, m, w in zip(self.proto.trees, self.proto.tree_metadata,
+                                   self.proto.tree_weights, strict=False)
+            ]  # fmt: skip
+            self._compiled = (*key, trees)
+        return self._compiled[2]
 
     def init_from_serialized(self, data: bytes, stamp: int) -> None:
         proto = bt_pb2.TreeEnsemble()
@@ -154,6 +168,7 @@ class TreeEnsemble:
         except Exception:  # protobuf's DecodeError and friends
             raise _invalid("Unable to parse tree ensemble proto.") from None
         self.proto, self.stamp = proto, int(stamp)
+        self.version += 1
 
     # Reading.
 
@@ -169,16 +184,7 @@ class TreeEnsemble:
 
     def node_value(self, tree_id: int, node_id: int) -> list:
         """A leaf's value, or the leaf a split node was (empty when it kept none)."""
-        node = self.node(tree_id, node_id)
-        if node.WhichOneof("node") == "leaf":
-            leaf = node.leaf
-            return list(leaf.vector.value) if leaf.HasField("vector") else [leaf.scalar]
-        meta = node.metadata
-        if meta.original_leaf.HasField("vector"):
-            return list(meta.original_leaf.vector.value)
-        if meta.HasField("original_leaf"):
-            return [meta.original_leaf.scalar]
-        return []
+        return _value_of(self.node(tree_id, node_id))
 
     def is_finalized(self, tree_id: int) -> bool:
         return self.proto.tree_metadata[tree_id].is_finalized
@@ -339,14 +345,6 @@ class TreeEnsemble:
                 changes[right_id][1].append(_F(p) - _F(rv))
             node.ClearField("metadata")
 
-    def post_prune_correction(self, tree_id: int, node_id: int, logit: list) -> int:
-        md = self.proto.tree_metadata[tree_id]
-        if md.is_finalized and len(md.post_pruned_nodes_meta) > 0:
-            entry = md.post_pruned_nodes_meta[node_id]
-            logit[:] = [_F(v) for v in entry.logit_change]
-            return entry.new_node_id
-        return node_id
-
 
 def _ensemble_slot(handle) -> ResourceSlot:
     return slot_of(handle, TreeEnsemble.KIND)
@@ -405,6 +403,7 @@ async def _deserialize_ensemble(ctx, handle, stamp, serialized):
     ensemble = _ensemble(handle)
     ensemble.stamp = -1  # TF resets before parsing: a bad proto leaves an empty ensemble
     ensemble.proto = bt_pb2.TreeEnsemble()
+    ensemble.version += 1
     ensemble.init_from_serialized(
         _scalar_value(serialized, "tree_ensemble_serialized"), _scalar_value(stamp, "stamp_token")
     )
@@ -458,6 +457,94 @@ async def _serialize_ensemble(ctx, handle):
     return np.int64(e.stamp), out
 
 
+class _FeatureTable:
+    """The bucketized features side by side, [batch, sum of their dimensions]: a split
+    reads column offset[feature_id] + dimension_id."""
+
+    def __init__(self, feats: list):
+        self.values = np.concatenate(feats, axis=1) if feats else np.zeros((0, 0), np.int32)
+        dims = [f.shape[1] for f in feats]
+        self.offsets = np.concatenate([[0], np.cumsum(dims)]).astype(np.int64)
+        self.dims = np.array(dims, np.int64)
+
+    def columns(self, feature_ids, dimension_ids) -> np.ndarray:
+        bad = feature_ids >= self.dims.size
+        if bad.any():
+            raise _invalid(
+                f"The ensemble splits on feature {int(feature_ids[bad][0])}, but only "
+                f"{self.dims.size} bucketized features were given"
+            )
+        if (dimension_ids >= self.dims[feature_ids]).any():
+            raise _invalid("A split's dimension_id is beyond its feature's dimensions")
+        return self.offsets[feature_ids] + dimension_ids
+
+
+class _CompiledTree:
+    """One tree as arrays over its node ids, so a batch walks it together: kind (0 leaf,
+    1 bucketized <=, 2 categorical ==), feature, dimension, threshold, children, and
+    each node's value (a leaf's, or the leaf a split node was; zeros where none)."""
+
+    def __init__(self, tree, meta, weight, dim: int):
+        n = len(tree.nodes)
+        self.kind = np.zeros(n, np.int8)
+        self.feature = np.zeros(n, np.int64)
+        self.dimension = np.zeros(n, np.int64)
+        self.threshold = np.zeros(n, np.int64)
+        self.left = np.zeros(n, np.int64)
+        self.right = np.zeros(n, np.int64)
+        self.values = np.zeros((n, dim), np.float32)
+        self.weight = _F(weight)
+        for i, node in enumerate(tree.nodes):
+            kind = node.WhichOneof("node")
+            if kind in ("bucketized_split", "categorical_split"):
+                split = getattr(node, kind)
+                self.kind[i] = 1 if kind == "bucketized_split" else 2
+                self.feature[i], self.dimension[i] = split.feature_id, split.dimension_id
+                self.threshold[i] = split.threshold if self.kind[i] == 1 else split.value
+                self.left[i], self.right[i] = split.left_id, split.right_id
+            elif kind != "leaf":
+                raise _invalid(f"Node type {kind} not supported.")
+            value = _value_of(node)
+            self.values[i, : min(len(value), dim)] = value[:dim]
+        self.pruned = None
+        if meta.is_finalized and len(meta.post_pruned_nodes_meta) > 0:
+            self.pruned = (
+                np.array([m.new_node_id for m in meta.post_pruned_nodes_meta], np.int64),
+                np.array([list(m.logit_change)[:dim] + [0.0] * (dim - len(m.logit_change))
+                          for m in meta.post_pruned_nodes_meta], np.float32),
+            )  # fmt: skip
+
+    def walk(self, table: _FeatureTable, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """The leaf each example of `rows` reaches from its node in `nodes`."""
+        nodes = nodes.copy()
+        while True:
+            inner = np.flatnonzero(self.kind[nodes] != 0)
+            if inner.size == 0:
+                return nodes
+            at = nodes[inner]
+            cols = table.columns(self.feature[at], self.dimension[at])
+            vals = table.values[rows[inner], cols]
+            left = np.where(self.kind[at] == 1, vals <= self.threshold[at],
+                            vals == self.threshold[at])  # fmt: skip
+            nodes[inner] = np.where(left, self.left[at], self.right[at])
+
+    def post_prune(self, nodes: np.ndarray):
+        """(where cached nodes went, the logit change of each) after post-pruning."""
+        if self.pruned is None:
+            return nodes, np.zeros((nodes.size, self.values.shape[1]), np.float32)
+        return self.pruned[0][nodes], self.pruned[1][nodes]
+
+
+def _value_of(node) -> list:
+    if node.WhichOneof("node") == "leaf":
+        leaf = node.leaf
+        return list(leaf.vector.value) if leaf.HasField("vector") else [leaf.scalar]
+    original = node.metadata.original_leaf
+    if original.HasField("vector"):
+        return list(original.vector.value)
+    return [original.scalar] if node.metadata.HasField("original_leaf") else []
+
+
 # -- prediction -----------------------------------------------------------------------------
 
 
@@ -508,11 +595,6 @@ def _pred_op(op_type: str, extra_inputs=(), outputs=("logits: float32",), shape_
     return op_def
 
 
-def _add_scaled(acc: list, weight, values: list) -> None:
-    for j in range(len(acc)):
-        acc[j] = acc[j] + weight * (_F(values[j]) if j < len(values) else _F(0))
-
-
 BoostedTreesPredict = _pred_op("BoostedTreesPredict")
 
 
@@ -528,18 +610,12 @@ def _predict_value(ctx, handle, *features):
     feats = _features(features, ctx.attrs["num_bucketized_features"])
     batch = feats[0].shape[0]
     out = np.zeros((batch, dim), np.float32)
-    n = e.num_trees
-    if n <= 0:
+    if e.num_trees <= 0:
         return out
-    weights = [_F(w) for w in e.proto.tree_weights]
-    for i in range(batch):
-        acc = [_F(0)] * dim
-        for tree_id in range(n):
-            node_id = 0
-            while not e.is_leaf(tree_id, node_id):
-                node_id = e.next_node(tree_id, node_id, feats, i)
-            _add_scaled(acc, weights[tree_id], e.node_value(tree_id, node_id))
-        out[i] = acc
+    table, everyone = _FeatureTable(feats), np.arange(batch)
+    for tree in e.compiled(dim):
+        leaves = tree.walk(table, everyone, np.zeros(batch, np.int64))
+        out += tree.weight * tree.values[leaves]
     return out
 
 
@@ -570,38 +646,36 @@ def _training_predict_value(ctx, handle, cached_tree_ids, cached_node_ids, *feat
     dim = ctx.attrs["logits_dimension"]
     feats = _features(features, ctx.attrs["num_bucketized_features"])
     batch = feats[0].shape[0]
-    cached_trees = np.asarray(cached_tree_ids, np.int32).reshape(-1)
-    cached_nodes = np.asarray(cached_node_ids, np.int32).reshape(-1)
+    tree_ids = np.asarray(cached_tree_ids, np.int32).reshape(-1).astype(np.int64)
+    node_ids = np.asarray(cached_node_ids, np.int32).reshape(-1).astype(np.int64)
     logits = np.zeros((batch, dim), np.float32)
     latest = e.num_trees - 1
     if latest < 0:
-        return logits, cached_trees.copy(), np.zeros(batch, np.int32)
-    node_ids = np.zeros(batch, np.int32)
-    weights = [_F(w) for w in e.proto.tree_weights]
-    for i in range(batch):
-        tree_id, node_id = int(cached_trees[i]), int(cached_nodes[i])
-        tree_logit = [_F(0)] * dim
-        if node_id >= 0:
-            # The cached prediction already holds this node's value: count only the
-            # change from it (after any post-pruning moved the node).
-            node_id = e.post_prune_correction(tree_id, node_id, tree_logit)
-            _add_scaled(tree_logit, _F(-1), e.node_value(tree_id, node_id))
-        else:
-            node_id = 0
-        total = [_F(0)] * dim
-        while True:
-            if e.is_leaf(tree_id, node_id):
-                _add_scaled(tree_logit, _F(1), e.node_value(tree_id, node_id))
-                _add_scaled(total, weights[tree_id], tree_logit)
-                tree_logit = [_F(0)] * dim
-                if tree_id == latest:
-                    break
-                tree_id, node_id = tree_id + 1, 0
-            else:
-                node_id = e.next_node(tree_id, node_id, feats, i)
-        node_ids[i] = node_id
-        logits[i] = total
-    return logits, np.full(batch, latest, np.int32), node_ids
+        return logits, tree_ids.astype(np.int32), np.zeros(batch, np.int32)
+    if batch and (tree_ids.min() < 0 or tree_ids.max() > latest):
+        raise _invalid(f"cached_tree_ids must be in [0, {latest}]")
+    trees, table = e.compiled(dim), _FeatureTable(feats)
+    # The cached prediction already holds the cached node's value: each example counts
+    # only the change from it (after any post-pruning moved the node), as TF's.
+    tree_logit = np.zeros((batch, dim), np.float32)
+    for t in np.unique(tree_ids[node_ids >= 0]):
+        rows = np.flatnonzero((tree_ids == t) & (node_ids >= 0))
+        tree = trees[t]
+        moved, change = tree.post_prune(node_ids[rows])
+        node_ids[rows], tree_logit[rows] = moved, change
+        tree_logit[rows] -= tree.values[moved]
+    node_ids[node_ids < 0] = 0
+    for t in range(int(tree_ids.min()) if batch else latest, latest + 1):
+        rows = np.flatnonzero(tree_ids <= t)  # every example has reached tree t by now
+        tree = trees[t]
+        fresh = rows[tree_ids[rows] < t]
+        node_ids[fresh] = 0
+        leaves = tree.walk(table, rows, node_ids[rows])
+        node_ids[rows] = leaves
+        logits[rows] += tree.weight * (tree_logit[rows] + tree.values[leaves])
+        tree_logit[rows] = 0
+        tree_ids[rows] = t
+    return logits, np.full(batch, latest, np.int32), node_ids.astype(np.int32)
 
 
 def _first(values: list):
@@ -779,6 +853,7 @@ async def _update_ensemble(ctx, handle, feature_ids, *args):
     max_depth, lr = args[5 * n], args[5 * n + 1]
     e = _ensemble(handle)
     e.stamp += 1
+    e.version += 1
     feature_ids = np.asarray(feature_ids)
     if feature_ids.ndim != 1:
         raise _invalid(f"feature_ids must be a vector, received shape {list(feature_ids.shape)}")
@@ -840,6 +915,7 @@ async def _update_ensemble_v2(ctx, handle, *args):
     max_depth, lr, pruning = rest[7 * n], rest[7 * n + 1], rest[7 * n + 2]
     e = _ensemble(handle)
     e.stamp += 1
+    e.version += 1
     max_depth = int(_scalar_value(max_depth, "max_depth"))
     lr = _F(_scalar_value(lr, "learning_rate"))
     pruning = int(_scalar_value(pruning, "pruning_mode"))
@@ -900,6 +976,7 @@ BoostedTreesCenterBias = register_op(
 async def _center_bias(ctx, handle, mean_gradients, mean_hessians, l1, l2):
     e = _ensemble(handle)
     e.stamp += 1
+    e.version += 1
     l1 = _F(_scalar_value(l1, "l1"))
     l2 = _F(_scalar_value(l2, "l2"))
     g = _F(np.asarray(mean_gradients, np.float32).reshape(-1)[0])
