@@ -156,11 +156,21 @@ class _Summary:
         s = self.copy()
         eps = float(_F(self.approximation_error() + 1.0 / num_boundaries))
         s.compress(num_boundaries, eps)
-        # TF 2.x returns at most num_boundaries values: the first ones and the maximum
-        # (measured on TF 2.8; TF 1.15 returned the compressed summary whole).
-        if len(s) > num_boundaries:
-            return s.v[: max(num_boundaries - 1, 0)] + [s.v[-1]]
-        return list(s.v)
+        # At most num_boundaries values (TF 2.x; TF 1.15 kept the compressed summary
+        # whole): drop, one at a time, the inner entry whose removal leaves the smallest
+        # rank gap between its neighbours (the first such).
+        keep = list(range(len(s)))
+        while len(keep) > num_boundaries:
+            drop, smallest = None, s.total_weight()
+            for j in range(1, len(keep) - 1):
+                prev, nxt = keep[j - 1], keep[j + 1]
+                gap = (s.hi[nxt] - s.w[nxt]) - (s.lo[prev] + s.w[prev])
+                if gap < smallest:
+                    drop, smallest = j, gap
+            if drop is None:
+                break
+            del keep[drop]
+        return [s.v[k] for k in keep]
 
     def quantiles(self, num_quantiles: int) -> list:
         if not self:

@@ -424,9 +424,70 @@ class _Best:
             self.split_type, self.left, self.right = split_type, wl, wr
 
 
+def _weights_and_gains_1d(g: np.ndarray, h: np.ndarray, l1, l2):
+    """weight_and_gain for one logit over arrays of candidates: the same float32
+    operations, element by element."""
+    zero = np.zeros(g.shape, bool)
+    if l1 > 0:
+        above, below = g > l1, g < -l1
+        g = np.where(above, g - l1, np.where(below, g + l1, g))
+        zero |= ~(above | below)
+    denom = h + l2
+    zero |= denom <= _EPS
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        w = np.negative(g) / denom
+        gain = np.negative(g) * w
+    w[zero] = 0
+    gain[zero] = 0
+    return w, gain
+
+
+# Above this, gains a float32 ulp apart differ by more than TF's 1e-15 tolerance.
+_TOLERANCE_FREE = _F(2.0**-20)
+
+
+def _first_better(running, gains: np.ndarray) -> int | None:
+    """The candidate TF's scan (take g when g - best >= 1e-15) ends on, or None when
+    none beats `running`.  For gains of at least 2^-20 that is the first maximum."""
+    if gains.size == 0:
+        return None
+    top = gains.max()
+    if top >= _TOLERANCE_FREE:
+        return int(np.argmax(gains)) if top > running else None
+    chosen = None
+    for i, g in enumerate(gains):  # tiny gains: the tolerance matters, scan as TF
+        if _gain_larger(g, running):
+            running, chosen = g, i
+    return chosen
+
+
+def _consider_many(best: _Best, gl, hl, gr, hr, l1, l2, buckets, f_dims, types) -> None:
+    """best.consider for arrays of one-logit candidates, in their order."""
+    wl, gain_l = _weights_and_gains_1d(gl, hl, l1, l2)
+    wr, gain_r = _weights_and_gains_1d(gr, hr, l1, l2)
+    gains = gain_l + gain_r
+    i = _first_better(best.gain, gains)
+    if i is not None:
+        best.gain, best.bucket, best.f_dim = gains[i], int(buckets[i]), int(f_dims[i])
+        best.split_type, best.left, best.right = types[i], [wl[i]], [wr[i]]
+
+
 def _inequality(best: _Best, stats: np.ndarray, d: int, l1, l2) -> None:
     """stats: [feature dims, buckets + 1 (the default last), logits + hessians]."""
     nb = stats.shape[1] - 1
+    if d == 1 and nb > 0:
+        # Candidates in TF's order: per dimension, per bucket, default left then right.
+        cum = _cumulative(np.moveaxis(stats, 1, 0))  # [buckets + 1, dims, 2]
+        total, missing, cum = cum[nb], stats[:, nb], cum[:nb]
+        left = np.stack([cum + missing, cum], axis=2)  # [buckets, dims, 2 kinds, 2]
+        right = total[None, :, None, :] - left
+        order = (1, 0, 2)  # dims, buckets, kinds
+        gl, hl = (left[..., k].transpose(order).reshape(-1) for k in (0, 1))
+        gr, hr = (right[..., k].transpose(order).reshape(-1) for k in (0, 1))
+        dims, buckets, kinds = np.indices((stats.shape[0], nb, 2)).reshape(3, -1)
+        types = [(_INEQ_LEFT, _INEQ_RIGHT)[k] for k in kinds]
+        _consider_many(best, gl, hl, gr, hr, l1, l2, buckets, dims, types)
+        return
     for f_dim in range(stats.shape[0]):
         cum = _cumulative(stats[f_dim])
         total = cum[nb]
@@ -443,6 +504,14 @@ def _inequality(best: _Best, stats: np.ndarray, d: int, l1, l2) -> None:
 
 def _equality(best: _Best, stats: np.ndarray, d: int, tg, th, l1, l2) -> None:
     nb = stats.shape[1] - 1
+    if d == 1 and nb > 0:
+        cand = stats[:, :nb].reshape(-1, stats.shape[2])  # dims then buckets, TF's order
+        dims, buckets = np.indices((stats.shape[0], nb)).reshape(2, -1)
+        g, h = cand[:, 0], cand[:, 1]
+        _consider_many(
+            best, g, h, tg[0] - g, th[0] - h, l1, l2, buckets, dims, [_EQ_RIGHT] * g.size
+        )
+        return
     for f_dim in range(stats.shape[0]):
         for b in range(nb):
             g, h = stats[f_dim, b, :d], stats[f_dim, b, d:]
@@ -799,10 +868,19 @@ def _calculate_best_gains_per_feature_value(ctx, node_range, *args):
                 continue
             _, parent_gain = weight_and_gain([tg], [th], l1, l2)
             best = _Best()
-            for b in range(cum.shape[0]):
-                best.consider(
-                    [cum[b, 0]], [cum[b, 1]], [tg - cum[b, 0]], [th - cum[b, 1]], l1, l2, b, 0, b""
-                )
+            n = cum.shape[0]
+            _consider_many(
+                best,
+                cum[:, 0],
+                cum[:, 1],
+                tg - cum[:, 0],
+                th - cum[:, 1],
+                l1,
+                l2,
+                np.arange(n),
+                np.zeros(n, np.int64),
+                [b""] * n,
+            )
             rows.append(_row(node, best, parent_gain, tc))
         m = len(rows)
         outs[0].append(np.array([r["node"] for r in rows], np.int32))
