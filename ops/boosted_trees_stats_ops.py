@@ -57,7 +57,8 @@ def weight_and_gain(g, h, l1, l2):
         return [w], -g0 * w
     gv = np.asarray(g, np.float32)
     if len(h) == d * d:
-        m = np.asarray(h, np.float32).reshape(d, d) + l2 * np.eye(d, dtype=np.float32)
+        # Eigen reshapes column-major: row r, column c is h[c * d + r].
+        m = np.asarray(h, np.float32).reshape(d, d).T + l2 * np.eye(d, dtype=np.float32)
         w = -_solve(m, gv)
     else:
         hr = np.asarray(h, np.float32) + l2
@@ -71,9 +72,92 @@ def weight_and_gain(g, h, l1, l2):
     return [_F(x) for x in w], gain
 
 
+def _dot(a, b):
+    """A float32 dot product summed first to last (Eigen's for short vectors)."""
+    total = _F(0)
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        total = x * y if i == 0 else total + x * y
+    return _F(total)
+
+
+def _norm(v) -> np.float32:
+    return _F(np.sqrt(_dot(v, v)))
+
+
+def _reflect(block: np.ndarray, essential: np.ndarray, tau) -> None:
+    """Apply the Householder reflector (1, essential), tau to `block`'s rows in place."""
+    if block.shape[0] == 1:
+        block *= _F(1) - tau
+        return
+    if tau == 0:
+        return
+    bottom = block[1:]
+    tmp = np.array([_dot(essential, bottom[:, j]) for j in range(block.shape[1])], np.float32)
+    tmp += block[0]
+    block[0] -= tau * tmp
+    bottom -= np.outer(tau * essential, tmp).astype(np.float32)
+
+
 def _solve(m: np.ndarray, g: np.ndarray) -> np.ndarray:
-    sol, *_ = np.linalg.lstsq(m.astype(np.float64), g.astype(np.float64), rcond=None)
-    return sol.astype(np.float32)
+    """m^-1 g by Eigen's column-pivoting Householder QR, in float32 and in its order
+    (TF's full-hessian leaf weights), zeros past the numerical rank."""
+    qr = np.array(m, np.float32)
+    rows, cols = qr.shape
+    size = min(rows, cols)
+    taus = np.zeros(size, np.float32)
+    direct = np.array([_norm(qr[:, k]) for k in range(cols)], np.float32)
+    updated = direct.copy()
+    eps = _F(np.finfo(np.float32).eps)
+    threshold = _F(np.square(updated.max() * eps)) / _F(rows)
+    downdate = _F(np.sqrt(eps))
+    nonzero, swaps = size, []
+    for k in range(size):
+        pick = k + int(np.argmax(updated[k:]))
+        if nonzero == size and _F(np.square(updated[pick])) < threshold * _F(rows - k):
+            nonzero = k
+        swaps.append(pick)
+        if pick != k:
+            qr[:, [k, pick]] = qr[:, [pick, k]]
+            updated[[k, pick]], direct[[k, pick]] = updated[[pick, k]], direct[[pick, k]]
+        col = qr[k:, k]
+        tail_sq = _dot(col[1:], col[1:]) if col.size > 1 else _F(0)
+        c0 = col[0]
+        if tail_sq <= np.finfo(np.float32).tiny:
+            taus[k], beta = 0, c0
+            col[1:] = 0
+        else:
+            beta = _F(np.sqrt(c0 * c0 + tail_sq))
+            beta = -beta if c0 >= 0 else beta
+            col[1:] = col[1:] / (c0 - beta)
+            taus[k] = (beta - c0) / beta
+        qr[k, k] = beta
+        _reflect(qr[k:, k + 1 :], qr[k + 1 :, k], taus[k])
+        for j in range(k + 1, cols):
+            if updated[j] != 0:
+                t = _F(abs(qr[k, j])) / updated[j]
+                t = max((_F(1) + t) * (_F(1) - t), _F(0))
+                t2 = t * _F(np.square(updated[j] / direct[j]))
+                if t2 <= downdate:
+                    direct[j] = updated[j] = _norm(qr[k + 1 :, j])
+                else:
+                    updated[j] = updated[j] * _F(np.sqrt(t))
+    perm = list(range(cols))
+    for k, pick in enumerate(swaps):
+        perm[k], perm[pick] = perm[pick], perm[k]
+    out = np.zeros(cols, np.float32)
+    if nonzero == 0:
+        return out
+    c = np.array(g, np.float32).reshape(-1, 1)
+    for k in range(nonzero):  # Q^T g, reflector 0 first
+        _reflect(c[k:], qr[k + 1 :, k], taus[k])
+    c = c[:, 0]
+    for i in range(nonzero - 1, -1, -1):  # upper triangular, column by column
+        c[i] = c[i] / qr[i, i]
+        if i:
+            c[:i] -= c[i] * qr[:i, i]
+    for i in range(nonzero):
+        out[perm[i]] = c[i]
+    return out
 
 
 def _scalar(x, what: str):
