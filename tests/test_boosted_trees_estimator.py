@@ -9,9 +9,10 @@ The classifiers' leaf values and gains are compared to a tolerance: their closed
 logistic gradient calls Exp, and asyncflow's Exp (NumPy's) differs from TF's (Eigen's)
 by 1 ulp on some float32 inputs, so from the second layer on a leaf may differ by a
 few ulp (the first tree, grown from zero logits, is TF's to the bit); the head's
-probabilities differ by as much.  With three classes the leaves also solve each node's
-3x3 hessian: TF with Eigen's float32 pivoted QR, asyncflow by float64 least squares
-rounded to float32, so they agree to about 1e-6 relative.
+probabilities differ by as much.  With three classes the maxent loss's gradients and
+hessians (tf.gradients through Exp, twice) differ by a few ulp from the first layer
+on, so leaves agree to about 1e-6 relative (the hessian solve itself is TF's to the
+bit: tests/test_boosted_trees.py).
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ Float (numeric) columns are bucketized by boundaries a quantile sketch learns fi
 (QuantileAccumulator, 1/quantile_sketch_epsilon buckets): until they are flushed,
 training steps only feed the sketch.
 
-Differs from TF: train_in_memory and example ids are not supported; a full hessian is
-solved in float64 then rounded (TF: Eigen's float32 pivoted QR), about 1e-6 apart.
+Differs from TF: train_in_memory and example ids are not supported.
 """
 
 from __future__ import annotations
