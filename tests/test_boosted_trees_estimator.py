@@ -129,6 +129,27 @@ def test_feature_importances_are_tfs(results, name):
         np.testing.assert_allclose([v for _, v in mine], [v for _, v in theirs], rtol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["regressor_center_bias", "classifier_center_bias"])
+def test_explanations_are_tfs(results, name):
+    """experimental_predict_with_explanations: each example's bias and per-column
+    directional feature contributions."""
+    mine, theirs = results(name)["explanations"], TF[name]["explanations"]
+    assert len(mine) == len(theirs) == len(cases.X1)
+    for (bias, dfc), (tf_bias, tf_dfc) in zip(mine, theirs, strict=True):
+        assert [k for k, _ in dfc] == [k for k, _ in tf_dfc]
+        if name in EXACT:
+            assert (bias, dfc) == (tf_bias, tf_dfc)
+        else:
+            np.testing.assert_allclose(bias, tf_bias, rtol=1e-5)
+            np.testing.assert_allclose([v for _, v in dfc], [v for _, v in tf_dfc], atol=1e-6)
+
+
+def test_explanations_need_center_bias(tmp_path):
+    est = tf.estimator.BoostedTreesRegressor(cases.columns(tf), 1, model_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="center_bias must be enabled"):
+        next(est.experimental_predict_with_explanations(cases._predict_input(tf)))
+
+
 def test_training_stops_after_n_trees(results):
     ens = _ensemble(results("classifier")["checkpoint"][SERIALIZED])
     assert [m.is_finalized for m in ens.tree_metadata] == [True, True, False]

@@ -85,6 +85,7 @@ TreeHParams = collections.namedtuple(
 
 _PRUNING_MODES = {"none": 0, "pre": 1, "post": 2}
 _DUMMY_NODE_ID = -1
+_DEBUG_KEY = "_serialized_debug_outputs_proto"
 _INEQUALITY, _EQUALITY = "inequality", "equality"
 
 
@@ -459,6 +460,7 @@ def _bt_model_fn(
     closed_form=None,
     weight_column=None,
     name="boosted_trees",
+    explain=False,
 ):
     dim = head.logits_dimension
     sorted_columns = sorted(feature_columns, key=lambda c: c.name)
@@ -483,9 +485,18 @@ def _bt_model_fn(
                 bucketized_features=_transformed_features(features, sorted_columns, boundaries),
                 logits_dimension=dim,
             )
-            return head.create_estimator_spec(
+            spec = head.create_estimator_spec(
                 features, mode, logits, labels, train_op_fn=control_flow_ops.no_op
             )
+            if explain:  # each example's path through the trees, for its DFCs
+                spec.predictions[_DEBUG_KEY] = raw_ops.BoostedTreesExampleDebugOutputs(
+                    tree_ensemble_handle=ensemble.resource_handle,
+                    bucketized_features=_transformed_features(
+                        features, sorted_columns, boundaries
+                    ),
+                    logits_dimension=dim,
+                )
+            return spec
         boundaries_ready = _variable(not float_columns, "are_boundaries_ready")
         input_features = _transformed_features(features, sorted_columns, boundaries)
         batch = array_ops.shape(labels)[0]
@@ -665,6 +676,55 @@ class _BoostedTreesBase(Estimator):
         self._n_features = _num_features(self._sorted_feature_columns)
         self._feature_col_names = _feature_names(self._sorted_feature_columns)
         self._center_bias = hparams.center_bias
+        self._hparams = hparams
+        self._is_classification = isinstance(head, head_lib._BinaryHead | _MaxentHead)
+
+    def experimental_predict_with_explanations(
+        self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None
+    ):
+        """Predictions with each example's directional feature contributions: 'dfc'
+        ({column name: contribution}, largest magnitude first) and 'bias' (the
+        prediction of the centred bias), as TF's.
+
+        Raises:
+          ValueError: the estimator was built without center_bias, or has several
+            logits.
+        """
+        if not self._center_bias:
+            raise ValueError(
+                "center_bias must be enabled during estimator instantiation when using "
+                "experimental_predict_with_explanations."
+            )
+        if self._head.logits_dimension > 1:
+            raise ValueError(
+                "experimental_predict_with_explanations does not yet support multi-class "
+                "classification and multi-label regression."
+            )
+
+        def explain_fn(features, labels, mode):
+            return _bt_model_fn(
+                features,
+                None,
+                ModeKeys.PREDICT,
+                self._head,
+                self._sorted_feature_columns,
+                self._hparams,
+                1,
+                self.config,
+                explain=True,
+            )
+
+        est = Estimator(explain_fn, model_dir=self.model_dir, config=self.config)
+        if predict_keys is not None:
+            predict_keys = set(predict_keys) | {_DEBUG_KEY}
+        for pred in est.predict(
+            input_fn, predict_keys=predict_keys, hooks=hooks, checkpoint_path=checkpoint_path
+        ):
+            serialized = pred.pop(_DEBUG_KEY)
+            pred["bias"], pred["dfc"] = _explanations(
+                serialized, self._feature_col_names, self._is_classification
+            )
+            yield pred
 
     def experimental_feature_importances(self, normalize=False):
         """Gain-based importances: {feature column name: importance}, largest first.
@@ -736,6 +796,19 @@ def _sum_by_name_and_sort(names, values) -> collections.OrderedDict:
     for name, value in zip(names, values, strict=True):
         sums[name] = sums.setdefault(name, 0) + value
     return collections.OrderedDict(sorted(sums.items(), key=lambda kv: abs(kv[1]), reverse=True))
+
+
+def _explanations(serialized, names, classification):
+    """(bias, DFCs) of one example from its DebugOutput: the change each split made to
+    the prediction (sigmoid of the logits for a classifier), summed per column."""
+    debug = boosted_trees_pb2.DebugOutput.FromString(bytes(serialized))
+    logits = np.array(debug.logits_path)
+    predictions = 1 / (1 + np.exp(-logits)) if classification else logits
+    deltas = predictions[1:] - predictions[:-1]
+    contribs = np.bincount(
+        np.array(debug.feature_ids, np.int64), weights=deltas, minlength=len(names)
+    )
+    return predictions[0], _sum_by_name_and_sort(names, contribs)
 
 
 def _hparams(
