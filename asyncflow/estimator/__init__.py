@@ -6,6 +6,11 @@ the Saver's checkpoints; see estimator.py for the run model.
 
 from asyncflow.estimator import export, inputs
 from asyncflow.estimator.canned.baseline import BaselineClassifier, BaselineRegressor
+from asyncflow.estimator.canned.boosted_trees import (
+    BoostedTreesClassifier,
+    BoostedTreesEstimator,
+    BoostedTreesRegressor,
+)
 from asyncflow.estimator.canned.dnn import DNNClassifier, DNNRegressor
 from asyncflow.estimator.canned.dnn_linear_combined import (
     DNNLinearCombinedClassifier,
@@ -45,6 +50,9 @@ from asyncflow.train.training_extras import VocabInfo
 __all__ = [
     "BaselineClassifier",
     "BaselineRegressor",
+    "BoostedTreesClassifier",
+    "BoostedTreesEstimator",
+    "BoostedTreesRegressor",
     "DNNClassifier",
     "DNNLinearCombinedClassifier",
     "DNNLinearCombinedRegressor",

@@ -109,7 +109,7 @@ class Scaffold:
 
         if self._init_op is None:
             self._init_op = Scaffold.get_or_default(
-                "init_op", ops.GraphKeys.INIT_OP, variables.global_variables_initializer
+                "init_op", ops.GraphKeys.INIT_OP, _default_init_op
             )
         if self._ready_op is None:
             self._ready_op = Scaffold.get_or_default(
@@ -200,6 +200,17 @@ class Scaffold:
             variables.local_variables_initializer(),
             *ops.get_collection(ops.GraphKeys.TABLE_INITIALIZERS),
         )
+
+
+def _default_init_op():
+    """The variables' initializer, and the create ops of the graph's shared resources
+    (GraphKeys.RESOURCES: a boosted trees ensemble), as TF's Scaffold."""
+    from asyncflow import variables
+    from asyncflow.ops import control_flow_ops
+
+    init = variables.global_variables_initializer()
+    creates = [r.create for r in ops.get_collection(ops.GraphKeys.RESOURCES)]
+    return control_flow_ops.group(init, *creates) if creates else init
 
 
 def _merge_all_summaries():
