@@ -137,6 +137,39 @@ def _check(kind, x, y, message, checks):
     )
 
 
+def _rowids_nrows(rowids, nrows, validate):
+    """The row count of sorted row ids (given, or the last id plus one) and, with
+    `validate`, the checks that the ids are non-negative and sorted.
+
+    Raises:
+      ValueError: nrows known to be smaller than the last id plus one.
+    """
+    dtype = rowids.dtype
+    known = _static(rowids)
+    if nrows is None:
+        if known is not None:
+            nrows_t = _const(int(known[-1]) + 1 if len(known) else 0, dtype)
+        elif rowids.shape[0].value == 0:
+            nrows_t = _const(0, dtype)
+        else:
+            nrows_t = _op("Max", rowids, _const(0, _I32)) + 1
+    else:
+        nrows_t = ops.convert_to_tensor(nrows, dtype=dtype, name="nrows")
+        n_static = _static(nrows_t)
+        if known is not None and len(known) and n_static is not None:
+            if int(n_static) < int(known[-1]) + 1:
+                raise ValueError(
+                    f"Expected nrows >= value_rowids[-1] + 1; got nrows={int(n_static)}, "
+                    f"value_rowids[-1]={int(known[-1])}"
+                )
+    checks = []
+    if validate:
+        msg = "Arguments to from_value_rowids do not form a valid RowPartition.  "
+        _check(">=0", rowids[:1], None, msg, checks)
+        _check(">=0", _diff(rowids), None, msg, checks)
+    return nrows_t, checks
+
+
 def _guarded(t, checks):
     """t, available only once `checks` passed."""
     if not checks:
@@ -294,27 +327,7 @@ class RaggedMethods:
             n_ids = rowids.shape[0].value
             if vshape is not None and vshape.ndims and n_ids is not None:
                 tensor_shape.TensorShape([n_ids]).assert_is_compatible_with(vshape[:1])
-            known = _static(rowids)
-            if nrows is None:
-                nrows_t = (
-                    (_op("Max", rowids, _const(0, _I32)) + 1) if n_ids != 0 else _const(0, dtype)
-                )
-                if known is not None:
-                    nrows_t = _const(int(known[-1]) + 1 if len(known) else 0, dtype)
-            else:
-                nrows_t = ops.convert_to_tensor(nrows, dtype=dtype, name="nrows")
-                n_static = _static(nrows_t)
-                if known is not None and len(known) and n_static is not None:
-                    if int(n_static) < int(known[-1]) + 1:
-                        raise ValueError(
-                            f"Expected nrows >= value_rowids[-1] + 1; got nrows={int(n_static)}, "
-                            f"value_rowids[-1]={int(known[-1])}"
-                        )
-            checks = []
-            if validate:
-                msg = "Arguments to from_value_rowids do not form a valid RowPartition.  "
-                _check(">=0", rowids[:1], None, msg, checks)
-                _check(">=0", _diff(rowids), None, msg, checks)
+            nrows_t, checks = _rowids_nrows(rowids, nrows, validate)
             counts = _op(
                 "DenseBincount",
                 _cast(rowids, dtype),

@@ -24,6 +24,7 @@ from asyncflow.ragged_methods import (
     _lengths_to_splits,
     _op,
     _range,
+    _rowids_nrows,
     _rowids_of,
     _static,
 )
@@ -123,26 +124,7 @@ class RowPartition:
         with ops.name_scope(None, "RowPartitionFromValueRowIds", []):
             rowids = _as_partition_tensor(value_rowids, "value_rowids", dtype, dtype_hint)
             rowids.shape.with_rank(1)
-            known = _static(rowids)
-            if nrows is None:
-                if known is not None:
-                    nrows_t = _const(int(known[-1]) + 1 if len(known) else 0, rowids.dtype)
-                else:
-                    nrows_t = _op("Max", rowids, _const(0, _I32)) + 1
-            else:
-                nrows_t = ops.convert_to_tensor(nrows, dtype=rowids.dtype, name="nrows")
-                n_static = _static(nrows_t)
-                if known is not None and len(known) and n_static is not None:
-                    if int(n_static) < int(known[-1]) + 1:
-                        raise ValueError(
-                            f"Expected nrows >= value_rowids[-1] + 1; got nrows={int(n_static)}, "
-                            f"value_rowids[-1]={int(known[-1])}"
-                        )
-            checks = []
-            if validate:
-                msg = "Arguments to from_value_rowids do not form a valid RowPartition.  "
-                _check(">=0", rowids[:1], None, msg, checks)
-                _check(">=0", _diff(rowids), None, msg, checks)
+            nrows_t, checks = _rowids_nrows(rowids, nrows, validate)
             rowids = _guard(rowids, checks)
             counts = _op("DenseBincount", rowids, nrows_t, _const([], rowids.dtype),
                          binary_output=False)  # fmt: skip
