@@ -139,6 +139,28 @@ class Elements(pl.DatasetValue):
         return len(self.elems)
 
 
+async def windows(source, size: int, shift: int, stride: int, drop: bool):
+    """The lists of `size` elements of the async iterator `source`, `stride` apart, one
+    starting every `shift` elements; the shorter ones at the end too unless `drop`."""
+    span = (size - 1) * stride + 1  # input elements one full window covers
+    buf: list = []  # input elements from the next window's start on
+    skip = 0  # input elements between two windows (a shift longer than a window)
+    async for elem in _closing(source):
+        if skip:
+            skip -= 1
+            continue
+        buf.append(elem)
+        if len(buf) == span:
+            yield buf[::stride]
+            if shift >= span:
+                skip, buf = shift - span, []
+            else:
+                del buf[:shift]
+    while buf and not drop:  # partial windows at the end, one every `shift`
+        yield buf[::stride]
+        del buf[:shift]
+
+
 class Window(pl.DatasetValue):
     """Windows of `size` elements `stride` apart, one starting every `shift` elements;
     each element is a dataset per component."""
@@ -154,23 +176,9 @@ class Window(pl.DatasetValue):
         return tuple(dso._handle(Elements([(e[k],) for e in elems])) for k in range(len(elems[0])))
 
     async def iterate(self, env):
-        span = (self.size - 1) * self.stride + 1  # input elements one full window covers
-        buf: list = []  # input elements from the next window's start on
-        skip = 0  # input elements between two windows (a shift longer than a window)
-        async for elem in _closing(self.input.iterate(env)):
-            if skip:
-                skip -= 1
-                continue
-            buf.append(elem)
-            if len(buf) == span:
-                yield self._emit(buf[:: self.stride])
-                if self.shift >= span:
-                    skip, buf = self.shift - span, []
-                else:
-                    del buf[: self.shift]
-        while buf and not self.drop:  # partial windows at the end, one every `shift`
-            yield self._emit(buf[:: self.stride])
-            del buf[: self.shift]
+        source = self.input.iterate(env)
+        async for elems in windows(source, self.size, self.shift, self.stride, self.drop):
+            yield self._emit(elems)
 
     def cardinality(self):
         n = cardinality(self.input)

@@ -616,23 +616,9 @@ class SlidingWindow(pl.DatasetValue):
         self.drop = drop
 
     async def iterate(self, env):
-        span = (self.size - 1) * self.stride + 1
-        buf: list = []  # the input elements from the next window's start on
-        skip = 0  # elements between two windows (a shift longer than a window)
-        async for elem in _closing(self.input.iterate(env)):
-            if skip:
-                skip -= 1
-                continue
-            buf.append(elem)
-            if len(buf) == span:
-                yield pl._batch(buf[:: self.stride])
-                if self.shift >= span:
-                    skip, buf = self.shift - span, []
-                else:
-                    del buf[: self.shift]
-        while buf and not self.drop:
-            yield pl._batch(buf[:: self.stride])
-            del buf[: self.shift]
+        source = self.input.iterate(env)
+        async for elems in dsm.windows(source, self.size, self.shift, self.stride, self.drop):
+            yield pl._batch(elems)
 
 
 async def _sliding(ctx, ds, size, shift, stride):
