@@ -523,7 +523,11 @@ def _opcode(model, name: str) -> int:
     return len(model["operator_codes"]) - 1
 
 
-def _quantize_const_inputs(model, op, name, params, consts) -> None:
+def _quantize_const_inputs(model, op, name, params, consts, int16=False) -> None:
+    """The float constants `op` reads, quantized: weights int8 per channel; biases at
+    input scale * weight scale (int32, or int64 for 16x8 where TF multiplies by the
+    float32 reciprocal: dividing differs in the last bit); other constants as
+    activations (int8 with a zero point, or symmetric int16)."""
     ins = [int(v) for v in op["inputs"]]
     tensors = model["subgraphs"][0]["tensors"]
     for pos, i in enumerate(ins):
@@ -536,6 +540,10 @@ def _quantize_const_inputs(model, op, name, params, consts) -> None:
             _set_const(model, i, q, _quant(scale, np.zeros(len(scale)), axis))
         elif name in _WEIGHT_AXIS and pos == 2:
             continue  # biases, after the weights
+        elif int16:
+            scale, _ = int16_params(value.min(), value.max())
+            q = np.clip(_round(value / scale), -32768, 32767).astype(np.int16)
+            _set_const(model, i, q, _quant(scale, 0))
         else:
             scale, zero = activation_params(value.min(), value.max())
             q = np.clip(_round(value / scale) + zero, -128, 127).astype(np.int8)
@@ -545,7 +553,10 @@ def _quantize_const_inputs(model, op, name, params, consts) -> None:
         if bias.dtype == np.float32:
             w_scale = tensors[ins[1]]["quantization"]["scale"]
             scale = (np.float32(params[ins[0]][0]) * w_scale).astype(np.float32)
-            q = np.clip(_round(bias / scale), -(2**31), 2**31 - 1).astype(np.int32)
+            if int16:
+                q = _round(bias * (np.float32(1) / scale)).astype(np.int64)
+            else:
+                q = np.clip(_round(bias / scale), -(2**31), 2**31 - 1).astype(np.int32)
             _set_const(model, ins[2], q, _quant(scale, np.zeros(len(scale)), 0))
 
 
@@ -640,7 +651,7 @@ def _full_int16(model, stats, input_type, output_type) -> None:
             tensors[i]["type"] = schema.INT16
             tensors[i]["quantization"] = _quant(scale, zero)
     for op, name in zip(sg["operators"], names, strict=True):
-        _quantize_int16_consts(model, op, name, params, consts)
+        _quantize_const_inputs(model, op, name, params, consts, int16=True)
         if name in ("FULLY_CONNECTED", "CONV_2D"):
             op["builtin_options"]["quantized_bias_type"] = schema.INT64
         elif name in ("ADD", "SUB"):
@@ -679,35 +690,6 @@ def _requantize_int16_inputs(model, names, params) -> None:
             sg["operators"].insert(k, {"opcode_index": code, "inputs": [i], "outputs": [new]})
             k += 1
         k += 1
-
-
-def _quantize_int16_consts(model, op, name, params, consts) -> None:
-    """Weights int8 per channel, biases int64 (input scale * weight scale); other float
-    constants int16 like activations."""
-    ins = [int(v) for v in op["inputs"]]
-    tensors = model["subgraphs"][0]["tensors"]
-    for pos, i in enumerate(ins):
-        if i < 0 or i not in consts or tensors[i]["type"] != schema.FLOAT32:
-            continue
-        value = _const(model, i)
-        if name in _WEIGHT_AXIS and pos == 1:
-            axis = _WEIGHT_AXIS[name]
-            q, scale = symmetric_per_channel(value, axis)
-            _set_const(model, i, q, _quant(scale, np.zeros(len(scale)), axis))
-        elif name in _WEIGHT_AXIS and pos == 2:
-            continue
-        else:
-            scale, _ = int16_params(value.min(), value.max())
-            q = np.clip(_round(value / scale), -32768, 32767).astype(np.int16)
-            _set_const(model, i, q, _quant(scale, 0))
-    if name in _WEIGHT_AXIS and len(ins) > 2 and ins[2] >= 0 and ins[2] in consts:
-        bias = _const(model, ins[2])
-        if bias.dtype == np.float32:
-            w_scale = tensors[ins[1]]["quantization"]["scale"]
-            scale = (np.float32(params[ins[0]][0]) * w_scale).astype(np.float32)
-            # TF multiplies by the float32 reciprocal (dividing differs in the last bit).
-            q = _round(bias * (np.float32(1) / scale)).astype(np.int64)
-            _set_const(model, ins[2], q, _quant(scale, np.zeros(len(scale)), 0))
 
 
 def _set_int16_io(model, input_type, output_type) -> None:
