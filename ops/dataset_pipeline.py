@@ -243,10 +243,17 @@ class TFRecords(DatasetValue):
     def iterate(self, env):
         return _dressed(self.chunks(env), True)
 
+    def _offset(self, k: int) -> int:
+        return 0  # (TFRecordDatasetV2 reads each file from a byte offset)
+
     async def chunks(self, env):
-        for path in self.paths:
+        for k, path in enumerate(self.paths):
             reader = await _in_thread(_RecordChunks, path, self.compression)
             try:
+                if self._offset(k):
+                    # An uncompressed file's source reads from `pos` (pread, no seek): the
+                    # records start at the offset, the bytes before are never read.
+                    reader.source.pos = self._offset(k)
                 while True:
                     records, error, end = await _in_thread(reader.next)
                     if records:

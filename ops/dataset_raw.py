@@ -164,23 +164,8 @@ class _OffsetRecords(pl.TFRecords):
                 f"of filenames ({len(self.paths)})."
             )
 
-    async def chunks(self, env):
-        for path, offset in zip(self.paths, self.offsets):
-            reader = await pl._in_thread(pl._RecordChunks, path, "")
-            try:
-                # An uncompressed file's source reads from `pos` (pread, no seek): the
-                # records start at the offset, the bytes before are never read.
-                reader.source.pos = offset
-                while True:
-                    records, error, end = await pl._in_thread(reader.next)
-                    if records:
-                        yield records
-                    if error is not None:
-                        raise error
-                    if end:
-                        break
-            finally:
-                reader.close()
+    def _offset(self, k: int) -> int:
+        return self.offsets[k]
 
 
 async def _tfrecords_v2(ctx, filenames, compression, buffer_size, byte_offsets):
