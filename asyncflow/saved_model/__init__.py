@@ -7,6 +7,7 @@ from asyncflow.saved_model import (
     constants,
     loader,
     main_op,
+    object_loader,
     signature_constants,
     signature_def_utils,
     tag_constants,
@@ -29,6 +30,7 @@ from asyncflow.saved_model.constants import (
 from asyncflow.saved_model.loader import contains_saved_model, load, maybe_saved_model_directory
 from asyncflow.saved_model.main_op import main_op_with_restore
 from asyncflow.saved_model.method_name_updater import MethodNameUpdater
+from asyncflow.saved_model.object_loader import load_v2
 from asyncflow.saved_model.save_options import Asset, SaveOptions
 from asyncflow.saved_model.signature_constants import (
     CLASSIFY_INPUTS,
@@ -64,6 +66,7 @@ __all__ = [
     "constants",
     "contains_saved_model",
     "loader",
+    "object_loader",
     "main_op",
     "main_op_with_restore",
     "ASSETS_DIRECTORY",
@@ -84,6 +87,7 @@ __all__ = [
     "Builder",
     "SavedModelBuilder",
     "load",
+    "load_v2",
     "maybe_saved_model_directory",
     "contains_saved_model",
     "simple_save",
