@@ -4,16 +4,26 @@ The SavedModels under fixtures/saved_model_v2/ were written by TF 2.21's
 tf.saved_model.save (fixtures/record_saved_model_v2_tf.py); every expected value, name
 and message below was recorded from TF 2.21's tf.compat.v1.saved_model.load_v2 in graph
 mode on the same directories.
+
+tf.saved_model.save: the module of fixtures/saved_model_v2_cases.py, saved by asyncflow,
+was loaded by TF 2.21 (eager tf.saved_model.load and graph-mode load_v2; the recorder's
+check_ours) to the values the save tests expect of asyncflow's load_v2.
 """
 
 import os
+import sys
 
 import numpy as np
 import pytest
 
 import asyncflow as tf
+from asyncflow.saved_model.loader import read_saved_model
 
-FIX = os.path.join(os.path.dirname(__file__), "fixtures", "saved_model_v2")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+FIX = os.path.join(FIXTURES, "saved_model_v2")
+sys.path.insert(0, FIXTURES)
+
+import saved_model_v2_cases as cases  # noqa: E402
 
 
 def _public(obj) -> list:
@@ -151,3 +161,79 @@ def test_tf1_saved_model_is_refused():
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="tf.saved_model.loader.load"):
             tf.saved_model.load_v2(os.path.join(FIX, "tf1"))
+
+
+def test_save_without_session_is_tf_error(tmp_path):
+    with tf.Graph().as_default():
+        m = tf.Module()
+        m.v = tf.Variable(1.0, use_resource=True)
+        path = str(tmp_path / "m")
+        with pytest.raises(RuntimeError) as e:
+            tf.saved_model.save(m, path)
+    assert str(e.value) == (
+        f'Unable to save checkpoint to "{path}/variables/variables" in graph mode without a '
+        "default session. Please use `with tf.Session():` to create a session."
+    )
+
+
+def test_save_then_load_v2_gives_tfs_values(tmp_path):
+    cases.save_module(tf, str(tmp_path))
+    assert sorted(os.listdir(tmp_path / "signed")) == ["assets", "saved_model.pb", "variables"]
+    with tf.Graph().as_default():
+        m = tf.saved_model.load_v2(str(tmp_path / "default"))
+        assert _public(m) == [
+            "f", "g", "graph_debug_info", "inner", "signatures", "tensorflow_git_version",
+            "tensorflow_version", "v",
+        ]  # fmt: skip
+        assert list(m.signatures) == []  # (TF's too: the root has two functions)
+        y = m.f(tf.constant([1.0, 2.0]))
+        g = m.g(tf.constant([1.0, 1.0]), tf.constant(5.0))
+        sc = m.inner.scale(tf.constant(3.0))
+        v, w, y, g, sc = _run([m.v, m.inner.w, y, g, sc])
+    np.testing.assert_array_equal(v, np.array([3.0, 4.0], np.float32))
+    np.testing.assert_array_equal(y, np.array([5.0, 10.0], np.float32))
+    np.testing.assert_array_equal(g["sum"], np.array([6.0, 6.0], np.float32))
+    np.testing.assert_array_equal(g["prod"], np.array([3.0, 4.0], np.float32))
+    assert (w, sc) == (2.0, 6.0)
+
+
+def test_save_signatures(tmp_path):
+    cases.save_module(tf, str(tmp_path))
+    path = str(tmp_path / "signed")
+    mg = read_saved_model(path).meta_graphs[0]
+    assert sorted(mg.signature_def) == ["__saved_model_init_op", "serving_default", "two"]
+    two = mg.signature_def["two"]
+    assert (sorted(two.inputs), sorted(two.outputs)) == (["a", "b"], ["prod", "sum"])
+    assert two.method_name == "tensorflow/serving/predict"
+    with tf.Graph().as_default():
+        m = tf.saved_model.load_v2(path)
+        assert sorted(m.signatures) == ["serving_default", "two"]
+        r = m.signatures["two"](a=tf.constant([1.0, 1.0]), b=tf.constant(5.0))
+        sd = m.signatures["serving_default"](x=tf.constant([1.0, 2.0]))
+        r, sd = _run([r, sd])
+    np.testing.assert_array_equal(r["sum"], np.array([6.0, 6.0], np.float32))
+    np.testing.assert_array_equal(r["prod"], np.array([3.0, 4.0], np.float32))
+    np.testing.assert_array_equal(sd["output_0"], np.array([5.0, 10.0], np.float32))
+
+
+def test_experimental_names():
+    # TF 2.21: tf.compat.v1.saved_model.experimental lists exactly these three.
+    exp = tf.compat.v1.saved_model.experimental
+    assert exp.save is tf.saved_model.save
+    assert [p.value for p in exp.VariablePolicy] == [
+        None, "save_variable_devices", "expand_distributed_variables",
+    ]  # fmt: skip
+
+    class Handle(exp.TrackableResource):
+        def _create_resource(self):
+            return tf.constant(1)
+
+    with tf.Graph().as_default():
+        r = Handle(device="/CPU:0")
+        assert r._resource_device == "/CPU:0"
+        assert r.resource_handle is r.resource_handle
+        assert r.resource_handle.dtype == tf.int32
+    with pytest.raises(
+        NotImplementedError, match=r"TrackableResource._create_resource not implemented"
+    ):
+        exp.TrackableResource()._create_resource()

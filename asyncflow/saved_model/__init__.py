@@ -5,9 +5,11 @@ from __future__ import annotations
 from asyncflow.saved_model import (
     builder,
     constants,
+    experimental,
     loader,
     main_op,
     object_loader,
+    object_saver,
     signature_constants,
     signature_def_utils,
     tag_constants,
@@ -31,6 +33,7 @@ from asyncflow.saved_model.loader import contains_saved_model, load, maybe_saved
 from asyncflow.saved_model.main_op import main_op_with_restore
 from asyncflow.saved_model.method_name_updater import MethodNameUpdater
 from asyncflow.saved_model.object_loader import load_v2
+from asyncflow.saved_model.object_saver import save
 from asyncflow.saved_model.save_options import Asset, SaveOptions
 from asyncflow.saved_model.signature_constants import (
     CLASSIFY_INPUTS,
@@ -64,9 +67,12 @@ __all__ = [
     "SaveOptions",
     "builder",
     "constants",
+    "experimental",
     "contains_saved_model",
     "loader",
     "object_loader",
+    "object_saver",
+    "save",
     "main_op",
     "main_op_with_restore",
     "ASSETS_DIRECTORY",
