@@ -237,3 +237,25 @@ def test_experimental_names():
         NotImplementedError, match=r"TrackableResource._create_resource not implemented"
     ):
         exp.TrackableResource()._create_resource()
+
+
+def test_save_errors(tmp_path):
+    class WithRef(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.v = tf.Variable(1.0, name="v")  # a reference variable in graph mode
+
+    with tf.Graph().as_default():
+        m = WithRef()
+        with tf.Session():
+            # TF 2.21: ValueError (this message) for a non-function signature, checked
+            # before the variables; TypeError for a reference variable.
+            with pytest.raises(ValueError) as e:
+                tf.saved_model.save(m, str(tmp_path / "a"), signatures=m)
+            assert str(e.value) == (
+                "Expected a TensorFlow function for which to generate a signature, but got "
+                f"{m}. Only `tf.functions` with an input signature or concrete functions can "
+                "be used as a signature."
+            )
+            with pytest.raises(TypeError, match="not a resource variable"):
+                tf.saved_model.save(m, str(tmp_path / "b"))

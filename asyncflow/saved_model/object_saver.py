@@ -126,8 +126,9 @@ class _Saver:
         self.paths: list = []  # node id -> object path ("" for the root)
         self.ids: dict = {}
         self.functions: dict = {}  # node id -> (attribute name, Function)
-        self._walk()
+        # (TF checks the signatures first)
         self.signatures = self._signatures(signatures)
+        self._walk()
         self.library: list = []
         self.concrete: dict = {}  # function name -> SavedConcreteFunction
         self._count = 0
@@ -154,7 +155,7 @@ class _Saver:
             named = list(trackable.children_of(obj)) + _functions_of(obj)
             for name, child in named:
                 if trackable.is_variable(child) and not isinstance(child, ResourceVariable):
-                    raise ValueError(
+                    raise TypeError(
                         f"save: variable {child.name} is not a resource variable; create it "
                         "with use_resource=True (a TF 2 SavedModel holds resource variables)"
                     )
@@ -172,16 +173,13 @@ class _Saver:
             signatures = {_SERVING_DEFAULT: signatures}
         out = {}
         for key, fn in signatures.items():
-            if isinstance(fn, Function):
-                if getattr(fn, "_input_signature", None) is None:
-                    raise ValueError(
-                        f"Function {fn} used as signature {key!r} has no input_signature: "
-                        "pass a function with an input_signature or a concrete function"
-                    )
+            if isinstance(fn, Function) and getattr(fn, "_input_signature", None) is not None:
                 fn = fn.get_concrete_function()
             if not isinstance(fn, ConcreteFunction):
                 raise ValueError(
-                    f"Expected a TensorFlow function for which to generate a signature, got {fn}"
+                    "Expected a TensorFlow function for which to generate a signature, but "
+                    f"got {fn}. Only `tf.functions` with an input signature or concrete "
+                    "functions can be used as a signature."
                 )
             out[key] = fn
         return out
@@ -399,8 +397,11 @@ def save(obj, export_dir, signatures=None, options=None):
 
     Raises:
       RuntimeError: no default session (graph mode needs one to read the variables).
-      ValueError: a signature that is no tf.function or concrete function; a function
-        capturing a tensor that is not one of the object's variables.
+      ValueError: a signature that is no tf.function with an input signature or
+        concrete function (TF's message); a function capturing a tensor that is not one
+        of the object's variables.
+      TypeError: a reference (non-resource) variable, as TF (whose message is its
+        restore function's trace error).
     """
     del options
     export_dir = os.fsdecode(export_dir)
