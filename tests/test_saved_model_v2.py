@@ -6,8 +6,9 @@ and message below was recorded from TF 2.21's tf.compat.v1.saved_model.load_v2 i
 mode on the same directories.
 
 tf.saved_model.save: the module of fixtures/saved_model_v2_cases.py, saved by asyncflow,
-was loaded by TF 2.21 (eager tf.saved_model.load and graph-mode load_v2; the recorder's
-check_ours) to the values the save tests expect of asyncflow's load_v2.
+was loaded by TF 2.21 (eager tf.saved_model.load, graph-mode load_v2 and TF1's
+loader.load; the recorder's check_ours) to the values the save tests expect of
+asyncflow's loaders.
 """
 
 import os
@@ -259,3 +260,14 @@ def test_save_errors(tmp_path):
             )
             with pytest.raises(TypeError, match="not a resource variable"):
                 tf.saved_model.save(m, str(tmp_path / "b"))
+
+
+def test_saved_v2_model_serves_through_tf1_loader(tmp_path):
+    cases.save_module(tf, str(tmp_path))
+    with tf.Graph().as_default() as g, tf.Session(graph=g) as sess:
+        mg = tf.saved_model.loader.load(sess, ["serve"], str(tmp_path / "signed"))
+        sig = mg.signature_def["two"]
+        feed = {sig.inputs["a"].name: [1.0, 1.0], sig.inputs["b"].name: 5.0}
+        out = sess.run({k: v.name for k, v in sig.outputs.items()}, feed)
+    np.testing.assert_array_equal(out["sum"], np.array([6.0, 6.0], np.float32))
+    np.testing.assert_array_equal(out["prod"], np.array([3.0, 4.0], np.float32))

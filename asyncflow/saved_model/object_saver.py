@@ -20,8 +20,9 @@ only variables of the saved object (their handles become the function's last inp
 `bound_inputs`).  Without `signatures`, a root with exactly one input-signature
 tf.function gets it as "serving_default", as TF's save does.
 
-No saver_def is written: TF1's `tf.saved_model.loader.load` finds no saver, so the
-model is for the TF 2 loaders (`load_v2`, TF's `tf.saved_model.load`).
+The meta graph's saver_def names plain ops beside the variables ("saver/..."; TF 2
+writes functions there) that save and restore the same keys, so that TF1's
+`tf.saved_model.loader.load` (TF's, TF Serving's, asyncflow's) restores the variables too.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from __future__ import annotations
 import collections
 import os
 
-from asyncflow import dtypes, nest, trackable
+from asyncflow import dtypes, nest, tensor_shape, trackable
 from asyncflow import graph as ops
-from asyncflow.framework_extras import TensorSpec
+from asyncflow.framework_extras import TensorSpec, make_tensor_proto
 from asyncflow.graph_io import GRAPH_DEF_VERSION
 from asyncflow.meta_graph import TENSORFLOW_VERSION
 from asyncflow.ops import array_ops, io_ops
@@ -329,6 +330,64 @@ def _node(gd, name, op, inputs=(), dtype=None, shape=None, **strings):
     return nd
 
 
+def _const(gd, name, values, dtype):
+    nd = _node(gd, name, "Const", dtype=dtype)
+    nd.attr["value"].tensor.CopyFrom(make_tensor_proto(values, dtype=dtype))
+    return nd
+
+
+def _saver_ops(saver: _Saver, mg, handles: dict) -> None:
+    """Plain save and restore ops of the variables' checkpoint keys, and the saver_def
+    naming them."""
+    gd = mg.graph_def
+    variables = [(i, o) for i, o in enumerate(saver.objects) if isinstance(o, ResourceVariable)]
+    keys = [f"{saver.paths[i]}/.ATTRIBUTES/VARIABLE_VALUE" for i, _ in variables]
+    types = [v.dtype.base_dtype.as_datatype_enum for _, v in variables]
+    scalar = tensor_shape.TensorShape([])
+    _node(gd, "saver_filename", "Placeholder", dtype=dtypes.string, shape=scalar)
+    if variables:
+        _const(gd, "saver/tensor_names", keys, dtypes.string)
+        _const(gd, "saver/shape_and_slices", [""] * len(keys), dtypes.string)
+        reads = []
+        for k, (i, _) in enumerate(variables):
+            nd = _node(gd, f"saver/read_{k}", "ReadVariableOp", [handles[i]])
+            nd.attr["dtype"].type = types[k]
+            reads.append(nd.name)
+        nd = _node(
+            gd,
+            "saver/SaveV2",
+            "SaveV2",
+            ["saver_filename", "saver/tensor_names", "saver/shape_and_slices", *reads],
+        )
+        nd.attr["dtypes"].list.type.extend(types)
+        nd = _node(
+            gd, "saver/RestoreV2", "RestoreV2",
+            ["saver_filename", "saver/tensor_names", "saver/shape_and_slices"],
+        )  # fmt: skip
+        nd.attr["dtypes"].list.type.extend(types)
+        assigns = []
+        for k, (i, _) in enumerate(variables):
+            nd = _node(
+                gd, f"saver/AssignVariableOp_{k}", "AssignVariableOp",
+                [handles[i], f"saver/RestoreV2:{k}"],
+            )  # fmt: skip
+            nd.attr["dtype"].type = types[k]
+            assigns.append("^" + nd.name)
+        done = ["^saver/SaveV2"]
+    else:
+        assigns, done = [], []
+    nd = _node(gd, "saver/Identity", "Identity", ["saver_filename", *done])
+    nd.attr["T"].type = dtypes.string.as_datatype_enum
+    _node(gd, "saver/restore_all", "NoOp", assigns)
+    sd = mg.saver_def
+    sd.filename_tensor_name = "saver_filename:0"
+    sd.save_tensor_name = "saver/Identity:0"
+    sd.restore_op_name = "saver/restore_all"
+    sd.max_to_keep = 5
+    sd.keep_checkpoint_every_n_hours = 10000.0
+    sd.version = sd.V2
+
+
 def _meta_graph(saver: _Saver, mg, built) -> None:
     gd = mg.graph_def
     gd.versions.producer = GRAPH_DEF_VERSION
@@ -382,6 +441,7 @@ def _meta_graph(saver: _Saver, mg, built) -> None:
             info.name = f"{call}:{k}"
             info.dtype = t.dtype.base_dtype.as_datatype_enum
             info.tensor_shape.CopyFrom(t.shape.as_proto())
+    _saver_ops(saver, mg, handles)
     _node(gd, "NoOp", "NoOp")
     init = mg.signature_def[INIT_OP_SIGNATURE_KEY].outputs[INIT_OP_SIGNATURE_KEY]
     init.name = "NoOp"
