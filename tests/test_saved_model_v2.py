@@ -155,13 +155,28 @@ def test_load_errors(tmp_path):
         )
 
 
-def test_tf1_saved_model_is_refused():
-    # asyncflow's own behaviour, not TF's: TF 2.21 wraps a TF1 SavedModel in functions
-    # (whose reference variables then read as uninitialized in graph mode); asyncflow
-    # points at the TF1 loader instead.
+def test_tf1_saved_model_with_resource_variable():
     with tf.Graph().as_default():
-        with pytest.raises(ValueError, match="tf.saved_model.loader.load"):
-            tf.saved_model.load_v2(os.path.join(FIX, "tf1"))
+        m = tf.saved_model.load_v2(os.path.join(FIX, "tf1_resource"))
+        assert type(m).__name__ == "AutoTrackable"
+        assert [v.name for v in m.variables] == ["v:0"]
+        assert [v.name for v in tf.global_variables()] == ["v:0"]
+        assert list(m.signatures) == ["serving_default"]
+        r = m.signatures["serving_default"](x=tf.constant([1.0, 2.0]))
+        assert sorted(r) == ["y"]
+        r = _run(r)
+    np.testing.assert_array_equal(r["y"], np.array([3.0, 6.0], np.float32))
+
+
+def test_tf1_saved_model_with_reference_variable_fails_at_run():
+    # TF 2.21 in graph mode: the signature builds, no variables are listed, and running
+    # it reads an uninitialized reference variable.
+    with tf.Graph().as_default():
+        m = tf.saved_model.load_v2(os.path.join(FIX, "tf1"))
+        assert m.variables == []
+        r = m.signatures["serving_default"](x=tf.constant([1.0, 2.0]))
+        with pytest.raises(tf.errors.FailedPreconditionError, match="uninitialized value"):
+            _run(r)
 
 
 def test_save_without_session_is_tf_error(tmp_path):

@@ -15,8 +15,15 @@ function library) or a signature (a bare concrete function under the "signatures
   `bound_inputs`) with the SavedModel's library; graph_io inlines the call on import.
 
 Arguments bind as TF binds them: to the one concrete function whose input signature
-they fit (dtype equal, shape compatible), else TF's TypeError.  A SavedModel without an
-object graph (written by TF1's builder) is read with `tf.saved_model.loader.load`.
+they fit (dtype equal, shape compatible), else TF's TypeError.
+
+A SavedModel without an object graph (TF1's builder) loads as TF's load_v1_in_v2 does:
+an AutoTrackable whose `.variables` are its resource variables (recreated, restored by
+their initializers from variables/, keyed by op name as TF1's Saver keys them) and whose
+`.signatures` import, per call, the part of the meta graph the signature's outputs need,
+its inputs and the variables' handles mapped in.  A reference variable (VariableV2) is
+imported with that part, uninitialized, so running it fails as in TF
+(FailedPreconditionError).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from asyncflow.ops import array_ops, io_ops
 from asyncflow.protos.graph_debug_info_pb2 import GraphDebugInfo
 from asyncflow.protos.graph_pb2 import GraphDef
 from asyncflow.protos.trackable_object_graph_pb2 import TrackableObjectGraph
+from asyncflow.protos.variable_pb2 import VariableDef
 from asyncflow.resource_variable import ResourceVariable
 from asyncflow.saved_model.builder import variables_prefix
 from asyncflow.saved_model.loader import read_saved_model
@@ -404,17 +412,14 @@ def load_v2(export_dir, tags=None, options=None):
 
     Raises:
       OSError: no SavedModel at export_dir.
-      ValueError: `tags` match none of its meta graphs; a SavedModel written by TF1's
-        builder (no object graph: use tf.saved_model.loader.load).
+      ValueError: `tags` match none of a TF 2 SavedModel's meta graphs.
+      RuntimeError: `tags` match none of a TF1 SavedModel's meta graphs.
     """
     del options
     export_dir = os.fsdecode(export_dir)
     mg = _meta_graph(read_saved_model(export_dir), tags, export_dir)
     if not mg.HasField("object_graph_def"):
-        raise ValueError(
-            f"The SavedModel at {export_dir} was written by TF1's SavedModelBuilder and has "
-            "no object graph; load it into a session with tf.saved_model.loader.load"
-        )
+        return _load_v1(export_dir, mg)
     root = _Loader(export_dir, mg).load()
     if isinstance(root, _UserObject):
         root.tensorflow_version = mg.meta_info_def.tensorflow_version
@@ -425,4 +430,122 @@ def load_v2(export_dir, tags=None, options=None):
             with open(path, "rb") as f:
                 info.ParseFromString(f.read())
         root.graph_debug_info = info
+    return root
+
+
+class AutoTrackable:
+    """A TF1 SavedModel loaded by load_v2: `.variables` and `.signatures`."""
+
+
+def _variable_defs(mg) -> dict:
+    """Variable op name -> VariableDef, from the "variables" and "trainable_variables"
+    collections."""
+    out = {}
+    for key in ("variables", "trainable_variables"):
+        if key in mg.collection_def:
+            for raw in mg.collection_def[key].bytes_list.value:
+                vdef = VariableDef.FromString(raw)
+                out[vdef.variable_name.split(":")[0]] = vdef
+    return out
+
+
+def _needed(gd, outputs: list, stops: set) -> list:
+    """The nodes of `gd` that `outputs` (node names) depend on, not looking past
+    `stops` (mapped-in nodes, kept themselves)."""
+    by_name = {nd.name: nd for nd in gd.node}
+    keep, todo = set(), list(outputs)
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        if name in stops:
+            continue
+        for ref in by_name[name].input:
+            todo.append(ref.lstrip("^").split(":")[0])
+    return [nd for nd in gd.node if nd.name in keep]
+
+
+class _V1Signature:
+    """A TF1 signature callable on graph tensors: keyword arguments in (positional in
+    the order of the signature's input keys), a dict of tensors out."""
+
+    def __init__(self, mg, sig, handles: dict):
+        self._mg = mg
+        self._sig = sig
+        self._handles = handles
+        self._keys = sorted(sig.inputs)
+
+    def __call__(self, *args, **kwargs):
+        bound = dict(zip(self._keys, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in self._sig.inputs or key in bound:
+                raise TypeError(f"signature function got an unexpected keyword argument {key!r}")
+            bound[key] = value
+        missing = [k for k in self._keys if k not in bound]
+        if missing:
+            raise TypeError(f"signature function missing required arguments: {missing}")
+        input_map = {}
+        for key, value in bound.items():
+            info = self._sig.inputs[key]
+            input_map[info.name] = ops.convert_to_tensor(value, dtype=dtypes.as_dtype(info.dtype))
+        out_keys = sorted(self._sig.outputs)
+        names = [self._sig.outputs[k].name for k in out_keys]
+        stops = {n.split(":")[0] for n in input_map} | set(self._handles)
+        gd = GraphDef()
+        gd.versions.CopyFrom(self._mg.graph_def.versions)
+        gd.library.CopyFrom(self._mg.graph_def.library)
+        kept = _needed(self._mg.graph_def, [n.split(":")[0] for n in names], stops)
+        gd.node.extend(kept)
+        present = {nd.name for nd in kept}
+        for op_name, var in self._handles.items():
+            if op_name in present:
+                input_map[op_name + ":0"] = var.handle
+        input_map = {k: v for k, v in input_map.items() if k.split(":")[0] in present}
+        name = ops.get_default_graph().unique_name("StatefulPartitionedCall", mark_as_used=False)
+        outs = graph_io.import_graph_def(gd, input_map=input_map, return_elements=names, name=name)
+        return dict(zip(out_keys, outs, strict=True))
+
+
+def _load_v1(export_dir, mg):
+    prefix = variables_prefix(export_dir)
+    reader = None
+    handles = {}
+    vdefs = _variable_defs(mg)
+    for nd in mg.graph_def.node:
+        if nd.op != "VarHandleOp":
+            continue
+        if reader is None:
+            reader = checkpoint_utils.NewCheckpointReader(prefix)
+        if not reader.has_tensor(nd.name):
+            continue
+        dtype = dtypes.as_dtype(nd.attr["dtype"].type)
+        vdef = vdefs.get(nd.name)
+
+        def restored(key=nd.name, dtype=dtype):
+            with ops.device("/device:CPU:0"):
+                return io_ops.restore_v2(
+                    array_ops.constant(prefix),
+                    array_ops.constant([key]),
+                    array_ops.constant([""]),
+                    [dtype],
+                )[0]
+
+        handles[nd.name] = ResourceVariable(
+            initial_value=restored,
+            trainable=vdef.trainable if vdef is not None else True,
+            name=nd.name,
+            dtype=dtype,
+            shape=tensor_shape.TensorShape(nd.attr["shape"].shape),
+        )
+    root = AutoTrackable()
+    root.variables = list(handles.values())
+    signatures = _SignatureMap()
+    for key, sig in mg.signature_def.items():
+        if key.startswith("__saved_model"):
+            continue  # (the init op's, not a callable signature)
+        signatures._signatures[key] = _V1Signature(mg, sig, handles)
+    root.signatures = signatures
+    root.tensorflow_version = mg.meta_info_def.tensorflow_version
+    root.tensorflow_git_version = mg.meta_info_def.tensorflow_git_version
     return root
