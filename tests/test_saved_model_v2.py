@@ -286,3 +286,46 @@ def test_saved_v2_model_serves_through_tf1_loader(tmp_path):
         out = sess.run({k: v.name for k, v in sig.outputs.items()}, feed)
     np.testing.assert_array_equal(out["sum"], np.array([6.0, 6.0], np.float32))
     np.testing.assert_array_equal(out["prod"], np.array([3.0, 4.0], np.float32))
+
+
+def _check_traced(m):
+    assert _public(m) == [
+        "g", "graph_debug_info", "h", "signatures", "tensorflow_git_version",
+        "tensorflow_version", "v",
+    ]  # fmt: skip
+    assert list(m.signatures) == []
+    calls = [
+        m.h(tf.constant([1.0, 2.0])),
+        m.h(tf.constant(1.0), y=4),
+        m.h(tf.constant(1.0), 4),
+    ]
+    with pytest.raises(ValueError, match="^Found zero restored functions for caller function.$"):
+        m.g(tf.constant(1.0))
+    x = tf.constant([1.0, 2.0])
+    with pytest.raises(ValueError) as e:
+        m.h(x, 5)
+    assert str(e.value) == (
+        "Could not find matching concrete function to call loaded from the SavedModel. Got:\n"
+        f"  Positional arguments (2 total):\n    * {x!r}\n    * 5\n  Keyword arguments: {{}}\n\n"
+        " Expected these arguments to match one of the following 2 option(s):\n\n"
+        "Option 1:\n  Positional arguments (2 total):\n"
+        "    * TensorSpec(shape=(2,), dtype=tf.float32, name='x')\n    * 3\n"
+        "  Keyword arguments: {}\n\n"
+        "Option 2:\n  Positional arguments (2 total):\n"
+        "    * TensorSpec(shape=(), dtype=tf.float32, name='x')\n    * 4\n"
+        "  Keyword arguments: {}"
+    )
+    a, b, c = _run(calls)
+    np.testing.assert_array_equal(a, np.array([6.0, 12.0], np.float32))
+    assert (b, c) == (8.0, 8.0)
+
+
+def test_traced_functions_without_input_signature():
+    with tf.Graph().as_default():
+        _check_traced(tf.saved_model.load_v2(os.path.join(FIX, "traced")))
+
+
+def test_save_traced_functions(tmp_path):
+    cases.save_traced(tf, str(tmp_path))
+    with tf.Graph().as_default():
+        _check_traced(tf.saved_model.load_v2(str(tmp_path / "traced")))

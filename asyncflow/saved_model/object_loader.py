@@ -236,17 +236,26 @@ def _to_tensor(value, spec):
 
 
 def _flatten_up_to(specs, values) -> list:
-    """`values` flattened down to the TensorSpecs of `specs` (a Python list standing for
-    one tensor stays whole)."""
-    if isinstance(specs, TensorSpec) or specs is None:
-        return [values]
+    """(value, TensorSpec) pairs of `values` down to the TensorSpecs of `specs` (a
+    Python list standing for one tensor stays whole); a Python value the trace was made
+    with (an int, a string, None) must be given equal.
+
+    Raises:
+      ValueError: the structure or a Python value differs.
+    """
+    if isinstance(specs, TensorSpec):
+        return [(values, specs)]
     if isinstance(specs, dict):
         if not isinstance(values, dict) or set(values) != set(specs):
             raise ValueError("the arguments do not match the signature's structure")
         return [x for k in sorted(specs) for x in _flatten_up_to(specs[k], values[k])]
-    if not isinstance(values, list | tuple) or len(values) != len(specs):
-        raise ValueError("the arguments do not match the signature's structure")
-    return [x for s, v in zip(specs, values, strict=True) for x in _flatten_up_to(s, v)]
+    if isinstance(specs, list | tuple):
+        if not isinstance(values, list | tuple) or len(values) != len(specs):
+            raise ValueError("the arguments do not match the signature's structure")
+        return [x for s, v in zip(specs, values, strict=True) for x in _flatten_up_to(s, v)]
+    if isinstance(values, ops.Tensor) or type(values) is not type(specs) or values != specs:
+        raise ValueError("a Python argument differs from the trace's")
+    return []
 
 
 def _fits(tensor, spec) -> bool:
@@ -279,8 +288,14 @@ class RestoredFunction:
         self._concrete = [_ConcreteRestored(loader, n) for n in saved.concrete_functions]
         spec = _structure(saved.function_spec.fullargspec) if saved.function_spec else None
         self._arg_names = list(spec.args) if spec is not None and spec.args else []
+        defaults = list(spec.defaults) if spec is not None and spec.defaults else []
         if saved.function_spec.is_method and self._arg_names[:1] == ["self"]:
             self._arg_names = self._arg_names[1:]
+        self._defaults = dict(
+            zip(self._arg_names[len(self._arg_names) - len(defaults) :], defaults)
+        )
+        kind = saved.function_spec.input_signature.WhichOneof("kind")
+        self._has_signature = kind not in (None, "none_value")
 
     @property
     def concrete_functions(self) -> list:
@@ -291,29 +306,43 @@ class RestoredFunction:
             return self._concrete[0]
         return self._bind(args, kwargs)[0]
 
+    def _values(self, args, kwargs, pos_specs):
+        """The arguments in the order of `pos_specs`, defaults filled in; None when they
+        cannot fill it."""
+        names = self._arg_names or [getattr(s, "name", None) for s in pos_specs]
+        names = names[: len(pos_specs)]
+        if len(args) > len(names) or any(k not in names[len(args) :] for k in kwargs):
+            return None
+        values = list(args)
+        for name in names[len(args) :]:
+            if name in kwargs:
+                values.append(kwargs[name])
+            elif name in self._defaults:
+                values.append(self._defaults[name])
+            else:
+                return None
+        return values
+
     def _bind(self, args, kwargs):
         for concrete in self._concrete:
-            pos_specs, kw_specs = concrete.structured_input_signature
-            names = self._arg_names or [getattr(s, "name", None) for s in pos_specs]
-            values = list(args)
-            for name in names[len(args) :]:
-                if name in kwargs:
-                    values.append(kwargs[name])
-            if len(values) != len(pos_specs) or len(args) + len(kwargs) != len(values):
+            pos_specs, _ = concrete.structured_input_signature
+            values = self._values(args, kwargs, pos_specs)
+            if values is None:
                 continue
-            flat_specs = nest.flatten(pos_specs)
             try:
-                flat = [
-                    _to_tensor(v, s)
-                    for v, s in zip(_flatten_up_to(pos_specs, values), flat_specs, strict=True)
-                ]
+                pairs = _flatten_up_to(pos_specs, values)
+                flat = [_to_tensor(v, s) for v, s in pairs]
             except (TypeError, ValueError):
                 continue
-            if all(_fits(t, s) for t, s in zip(flat, flat_specs, strict=True)):
+            if all(_fits(t, s) for t, (_, s) in zip(flat, pairs, strict=True)):
                 return concrete, flat
         self._raise_binding(args, kwargs)
 
     def _raise_binding(self, args, kwargs):
+        if not self._concrete:
+            raise ValueError("Found zero restored functions for caller function.")
+        if not self._has_signature:
+            self._raise_no_match(args, kwargs)
         concrete = self._concrete[0]
         pos_specs, _ = concrete.structured_input_signature
         names = self._arg_names or [s.name for s in pos_specs]
@@ -322,13 +351,39 @@ class RestoredFunction:
         reason = "the arguments do not match the signature"
         for name, value in zip(names, given, strict=False):
             spec = specs[name]
-            if isinstance(value, ops.Tensor) and not _fits(value, spec):
+            if (
+                isinstance(spec, TensorSpec)
+                and isinstance(value, ops.Tensor)
+                and not _fits(value, spec)
+            ):
                 got = TensorSpec(value.shape, value.dtype.base_dtype, name)
                 reason = f"Can not cast {got!r} to {spec!r}"
                 break
         raise TypeError(
             f"Binding inputs to tf.function failed due to `{reason}`. Received args: "
             f"{tuple(args)!r} and kwargs: {kwargs!r} for signature: ({_signature_text(specs)})."
+        )
+
+    def _raise_no_match(self, args, kwargs):
+        """TF's ValueError for a function saved without an input_signature: what was
+        given (defaults filled in) and each trace's arguments."""
+
+        def describe(positional, keywords) -> str:
+            lines = [f"  Positional arguments ({len(positional)} total):"]
+            lines += [f"    * {v!r}" for v in positional]
+            lines.append(f"  Keyword arguments: {keywords!r}")
+            return "\n".join(lines)
+
+        given = self._values(args, kwargs, self._arg_names) if self._arg_names else None
+        got = describe(given, {}) if given is not None else describe(list(args), kwargs)
+        options = [
+            f"Option {k}:\n" + describe(list(c.structured_input_signature[0]), {})
+            for k, c in enumerate(self._concrete, 1)
+        ]
+        raise ValueError(
+            "Could not find matching concrete function to call loaded from the SavedModel. "
+            f"Got:\n{got}\n\n Expected these arguments to match one of the following "
+            f"{len(options)} option(s):\n\n" + "\n\n".join(options)
         )
 
     def __call__(self, *args, **kwargs):

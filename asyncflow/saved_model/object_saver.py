@@ -28,6 +28,7 @@ writes functions there) that save and restore the same keys, so that TF1's
 from __future__ import annotations
 
 import collections
+import inspect
 import os
 
 from asyncflow import dtypes, nest, tensor_shape, trackable
@@ -51,18 +52,40 @@ _SERVING_DEFAULT = "serving_default"
 _PREDICT = "tensorflow/serving/predict"
 
 
-def _functions_of(obj) -> list:
-    """(attribute name, bound tf.function) of `obj`'s class and instance, by name."""
-    names = {
-        n for cls in type(obj).__mro__ for n, v in vars(cls).items() if isinstance(v, Function)
-    }
+def _functions_of(obj, with_signature=False) -> list:
+    """(attribute name, bound tf.function) of `obj`'s class and instance, by name; only
+    those with an input_signature when `with_signature`."""
+    names = {n for c in type(obj).__mro__ for n, v in vars(c).items() if isinstance(v, Function)}
     names |= {n for n, v in vars(obj).items() if isinstance(v, Function)}
     out = []
     for name in sorted(names):
         fn = getattr(obj, name)
-        if getattr(fn, "_input_signature", None) is not None:
+        if not with_signature or fn.input_signature is not None:
             out.append((name, fn))
     return out
+
+
+def _traces(fn) -> list:
+    """The concrete functions saved for `fn`: its traces, or its input_signature's."""
+    if not fn._traces and fn.input_signature is not None:
+        fn.get_concrete_function()
+    return list(fn._traces)
+
+
+def _argspec(fn):
+    params = list(inspect.signature(fn.python_function).parameters.values())
+    args = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    defaults = [p.default for p in params if p.name in args and p.default is not p.empty]
+    kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+    return _FullArgSpec(
+        args,
+        next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None),
+        next((p.name for p in params if p.kind == p.VAR_KEYWORD), None),
+        tuple(defaults) if defaults else None,
+        kwonly,
+        None,
+        {},
+    )
 
 
 def _value(sv, x) -> None:
@@ -168,7 +191,7 @@ class _Saver:
 
     def _signatures(self, signatures) -> dict:
         if signatures is None:
-            fns = _functions_of(self.root)
+            fns = _functions_of(self.root, with_signature=True)
             signatures = {_SERVING_DEFAULT: fns[0][1]} if len(fns) == 1 else {}
         elif not isinstance(signatures, dict):
             signatures = {_SERVING_DEFAULT: signatures}
@@ -206,21 +229,25 @@ class _Saver:
         return f"__inference_{base}_{self._count}"
 
     def function_node(self, name, fn, saved) -> None:
-        concrete = fn.get_concrete_function()
-        fname = self._name(name)
-        self.library.append(_function_def(concrete.graph, fname))
-        entry = self.concrete[fname] = sog.SavedConcreteFunction()
-        entry.bound_inputs.extend(self._bound_inputs(concrete))
-        _value(entry.canonicalized_input_signature, (concrete.structured_input_signature))
-        _value(
-            entry.output_signature,
-            nest.map_structure(lambda t: _output_spec(t, "unknown"), concrete.structured_outputs),
-        )
-        saved.concrete_functions.append(fname)
-        args = [s.name or f"arg_{k}" for k, s in enumerate(concrete.structured_input_signature[0])]
-        _value(saved.function_spec.fullargspec, _fullargspec(args))
+        for concrete in _traces(fn):
+            fname = self._name(name)
+            self.library.append(_function_def(concrete.graph, fname))
+            entry = self.concrete[fname] = sog.SavedConcreteFunction()
+            entry.bound_inputs.extend(self._bound_inputs(concrete))
+            _value(entry.canonicalized_input_signature, concrete.structured_input_signature)
+            _value(
+                entry.output_signature,
+                nest.map_structure(
+                    lambda t: _output_spec(t, "unknown"), concrete.structured_outputs
+                ),
+            )
+            saved.concrete_functions.append(fname)
+        _value(saved.function_spec.fullargspec, _argspec(fn))
         saved.function_spec.is_method = False
-        _value(saved.function_spec.input_signature, tuple(fn._input_signature))
+        if fn.input_signature is None:
+            _value(saved.function_spec.input_signature, None)
+        else:
+            _value(saved.function_spec.input_signature, tuple(fn.input_signature))
 
     def signature_node(self, key, concrete, saved) -> tuple:
         """The signature's FunctionDef (returned with its keywords and output keys)."""
