@@ -14,8 +14,8 @@ What is written is what TF 2's loaders read (object_loader.py reads it back):
   object path ("inner/w/.ATTRIBUTES/VARIABLE_VALUE") with the TrackableObjectGraph of
   the same nodes under "_CHECKPOINTABLE_OBJECT_GRAPH" (both graphs number nodes alike).
 
-A tf.function is saved with its input_signature's trace; one without an input
-signature is left out (as TF leaves out functions never traced).  A function may capture
+A tf.function is saved with its traces (its input_signature's when it has one); one
+never traced is saved with none, as TF saves it (calling it after loading fails).  A function may capture
 only variables of the saved object (their handles become the function's last inputs,
 `bound_inputs`).  Without `signatures`, a root with exactly one input-signature
 tf.function gets it as "serving_default", as TF's save does.
