@@ -45,6 +45,7 @@ PAIRS = {
     "tensor_bundle": "tensorflow.core.protobuf.tensor_bundle_pb2",
     "checkpoint_state": "tensorflow.python.training.checkpoint_state_pb2",
     "trackable_object_graph": "tensorflow.core.protobuf.trackable_object_graph_pb2",
+    "saved_object_graph": "tensorflow.core.protobuf.saved_object_graph_pb2",
     "cluster": "tensorflow.core.protobuf.cluster_pb2",
     "tensorflow_server": "tensorflow.core.protobuf.tensorflow_server_pb2",
     "feature": "tensorflow.core.example.feature_pb2",
@@ -85,7 +86,6 @@ PAIRS = {
 # Fields asyncflow does not model (kept as unknown fields when present).
 ALLOWED_MISSING = {
     "GraphDef.debug_info",
-    "MetaGraphDef.object_graph_def",
     "TensorInfo.composite_tensor",
     "ServerDef.default_session_config",  # a ConfigProto: a Python object in asyncflow
     "ServerDef.cluster_device_filters",

@@ -11,8 +11,8 @@ The *_pb2.py / *_pb2.pyi modules are generated and committed; `make protos` rege
 them (grpcio-tools' bundled protoc; the runtime needs only `protobuf`).
 
 Fields TF has and these files leave out (GraphDef.debug_info,
-MetaGraphDef.object_graph_def, TensorInfo.composite_tensor) survive a parse/serialise
-round trip as protobuf's unknown fields.
+TensorInfo.composite_tensor) survive a parse/serialise round trip as protobuf's unknown
+fields.
 """
 
 from asyncflow.protos.allocation_description_pb2 import AllocationDescription

@@ -25,13 +25,14 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 from asyncflow.protos import graph_pb2 as asyncflow_dot_protos_dot_graph__pb2
 from asyncflow.protos import op_def_pb2 as asyncflow_dot_protos_dot_op__def__pb2
+from asyncflow.protos import saved_object_graph_pb2 as asyncflow_dot_protos_dot_saved__object__graph__pb2
 from asyncflow.protos import saver_pb2 as asyncflow_dot_protos_dot_saver__pb2
 from asyncflow.protos import tensor_pb2 as asyncflow_dot_protos_dot_tensor__pb2
 from asyncflow.protos import tensor_shape_pb2 as asyncflow_dot_protos_dot_tensor__shape__pb2
 from asyncflow.protos import types_pb2 as asyncflow_dot_protos_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!asyncflow/protos/meta_graph.proto\x12\x14\x61syncflow.tensorflow\x1a\x19google/protobuf/any.proto\x1a\x1c\x61syncflow/protos/graph.proto\x1a\x1d\x61syncflow/protos/op_def.proto\x1a\x1c\x61syncflow/protos/saver.proto\x1a\x1d\x61syncflow/protos/tensor.proto\x1a#asyncflow/protos/tensor_shape.proto\x1a\x1c\x61syncflow/protos/types.proto\"\xd4\x07\n\x0cMetaGraphDef\x12\x45\n\rmeta_info_def\x18\x01 \x01(\x0b\x32..asyncflow.tensorflow.MetaGraphDef.MetaInfoDef\x12\x31\n\tgraph_def\x18\x02 \x01(\x0b\x32\x1e.asyncflow.tensorflow.GraphDef\x12\x31\n\tsaver_def\x18\x03 \x01(\x0b\x32\x1e.asyncflow.tensorflow.SaverDef\x12M\n\x0e\x63ollection_def\x18\x04 \x03(\x0b\x32\x35.asyncflow.tensorflow.MetaGraphDef.CollectionDefEntry\x12K\n\rsignature_def\x18\x05 \x03(\x0b\x32\x34.asyncflow.tensorflow.MetaGraphDef.SignatureDefEntry\x12:\n\x0e\x61sset_file_def\x18\x06 \x03(\x0b\x32\".asyncflow.tensorflow.AssetFileDef\x1a\x8a\x03\n\x0bMetaInfoDef\x12\x1a\n\x12meta_graph_version\x18\x01 \x01(\t\x12\x36\n\x10stripped_op_list\x18\x02 \x01(\x0b\x32\x1c.asyncflow.tensorflow.OpList\x12&\n\x08\x61ny_info\x18\x03 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x1a\n\x12tensorflow_version\x18\x05 \x01(\t\x12\x1e\n\x16tensorflow_git_version\x18\x06 \x01(\t\x12\x1e\n\x16stripped_default_attrs\x18\x07 \x01(\x08\x12]\n\x10\x66unction_aliases\x18\x08 \x03(\x0b\x32\x43.asyncflow.tensorflow.MetaGraphDef.MetaInfoDef.FunctionAliasesEntry\x1a\x36\n\x14\x46unctionAliasesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aY\n\x12\x43ollectionDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x32\n\x05value\x18\x02 \x01(\x0b\x32#.asyncflow.tensorflow.CollectionDef:\x02\x38\x01\x1aW\n\x11SignatureDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".asyncflow.tensorflow.SignatureDef:\x02\x38\x01\"\x91\x04\n\rCollectionDef\x12\x41\n\tnode_list\x18\x01 \x01(\x0b\x32,.asyncflow.tensorflow.CollectionDef.NodeListH\x00\x12\x43\n\nbytes_list\x18\x02 \x01(\x0b\x32-.asyncflow.tensorflow.CollectionDef.BytesListH\x00\x12\x43\n\nint64_list\x18\x03 \x01(\x0b\x32-.asyncflow.tensorflow.CollectionDef.Int64ListH\x00\x12\x43\n\nfloat_list\x18\x04 \x01(\x0b\x32-.asyncflow.tensorflow.CollectionDef.FloatListH\x00\x12?\n\x08\x61ny_list\x18\x05 \x01(\x0b\x32+.asyncflow.tensorflow.CollectionDef.AnyListH\x00\x1a\x19\n\x08NodeList\x12\r\n\x05value\x18\x01 \x03(\t\x1a\x1a\n\tBytesList\x12\r\n\x05value\x18\x01 \x03(\x0c\x1a\x1e\n\tInt64List\x12\x11\n\x05value\x18\x01 \x03(\x03\x42\x02\x10\x01\x1a\x1e\n\tFloatList\x12\x11\n\x05value\x18\x01 \x03(\x02\x42\x02\x10\x01\x1a.\n\x07\x41nyList\x12#\n\x05value\x18\x01 \x03(\x0b\x32\x14.google.protobuf.AnyB\x06\n\x04kind\"\xbe\x02\n\nTensorInfo\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12@\n\ncoo_sparse\x18\x04 \x01(\x0b\x32*.asyncflow.tensorflow.TensorInfo.CooSparseH\x00\x12-\n\x05\x64type\x18\x02 \x01(\x0e\x32\x1e.asyncflow.tensorflow.DataType\x12<\n\x0ctensor_shape\x18\x03 \x01(\x0b\x32&.asyncflow.tensorflow.TensorShapeProto\x1a\x65\n\tCooSparse\x12\x1a\n\x12values_tensor_name\x18\x01 \x01(\t\x12\x1b\n\x13indices_tensor_name\x18\x02 \x01(\t\x12\x1f\n\x17\x64\x65nse_shape_tensor_name\x18\x03 \x01(\tB\n\n\x08\x65ncoding\"\xe0\x03\n\x0cSignatureDef\x12>\n\x06inputs\x18\x01 \x03(\x0b\x32..asyncflow.tensorflow.SignatureDef.InputsEntry\x12@\n\x07outputs\x18\x02 \x03(\x0b\x32/.asyncflow.tensorflow.SignatureDef.OutputsEntry\x12\x13\n\x0bmethod_name\x18\x03 \x01(\t\x12\x42\n\x08\x64\x65\x66\x61ults\x18\x04 \x03(\x0b\x32\x30.asyncflow.tensorflow.SignatureDef.DefaultsEntry\x1aO\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12/\n\x05value\x18\x02 \x01(\x0b\x32 .asyncflow.tensorflow.TensorInfo:\x02\x38\x01\x1aP\n\x0cOutputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12/\n\x05value\x18\x02 \x01(\x0b\x32 .asyncflow.tensorflow.TensorInfo:\x02\x38\x01\x1aR\n\rDefaultsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32!.asyncflow.tensorflow.TensorProto:\x02\x38\x01\"W\n\x0c\x41ssetFileDef\x12\x35\n\x0btensor_info\x18\x01 \x01(\x0b\x32 .asyncflow.tensorflow.TensorInfo\x12\x10\n\x08\x66ilename\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!asyncflow/protos/meta_graph.proto\x12\x14\x61syncflow.tensorflow\x1a\x19google/protobuf/any.proto\x1a\x1c\x61syncflow/protos/graph.proto\x1a\x1d\x61syncflow/protos/op_def.proto\x1a)asyncflow/protos/saved_object_graph.proto\x1a\x1c\x61syncflow/protos/saver.proto\x1a\x1d\x61syncflow/protos/tensor.proto\x1a#asyncflow/protos/tensor_shape.proto\x1a\x1c\x61syncflow/protos/types.proto\"\x96\x08\n\x0cMetaGraphDef\x12\x45\n\rmeta_info_def\x18\x01 \x01(\x0b\x32..asyncflow.tensorflow.MetaGraphDef.MetaInfoDef\x12\x31\n\tgraph_def\x18\x02 \x01(\x0b\x32\x1e.asyncflow.tensorflow.GraphDef\x12\x31\n\tsaver_def\x18\x03 \x01(\x0b\x32\x1e.asyncflow.tensorflow.SaverDef\x12M\n\x0e\x63ollection_def\x18\x04 \x03(\x0b\x32\x35.asyncflow.tensorflow.MetaGraphDef.CollectionDefEntry\x12K\n\rsignature_def\x18\x05 \x03(\x0b\x32\x34.asyncflow.tensorflow.MetaGraphDef.SignatureDefEntry\x12:\n\x0e\x61sset_file_def\x18\x06 \x03(\x0b\x32\".asyncflow.tensorflow.AssetFileDef\x12@\n\x10object_graph_def\x18\x07 \x01(\x0b\x32&.asyncflow.tensorflow.SavedObjectGraph\x1a\x8a\x03\n\x0bMetaInfoDef\x12\x1a\n\x12meta_graph_version\x18\x01 \x01(\t\x12\x36\n\x10stripped_op_list\x18\x02 \x01(\x0b\x32\x1c.asyncflow.tensorflow.OpList\x12&\n\x08\x61ny_info\x18\x03 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x1a\n\x12tensorflow_version\x18\x05 \x01(\t\x12\x1e\n\x16tensorflow_git_version\x18\x06 \x01(\t\x12\x1e\n\x16stripped_default_attrs\x18\x07 \x01(\x08\x12]\n\x10\x66unction_aliases\x18\x08 \x03(\x0b\x32\x43.asyncflow.tensorflow.MetaGraphDef.MetaInfoDef.FunctionAliasesEntry\x1a\x36\n\x14\x46unctionAliasesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aY\n\x12\x43ollectionDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x32\n\x05value\x18\x02 \x01(\x0b\x32#.asyncflow.tensorflow.CollectionDef:\x02\x38\x01\x1aW\n\x11SignatureDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".asyncflow.tensorflow.SignatureDef:\x02\x38\x01\"\x91\x04\n\rCollectionDef\x12\x41\n\tnode_list\x18\x01 \x01(\x0b\x32,.asyncflow.tensorflow.CollectionDef.NodeListH\x00\x12\x43\n\nbytes_list\x18\x02 \x01(\x0b\x32-.asyncflow.tensorflow.CollectionDef.BytesListH\x00\x12\x43\n\nint64_list\x18\x03 \x01(\x0b\x32-.asyncflow.tensorflow.CollectionDef.Int64ListH\x00\x12\x43\n\nfloat_list\x18\x04 \x01(\x0b\x32-.asyncflow.tensorflow.CollectionDef.FloatListH\x00\x12?\n\x08\x61ny_list\x18\x05 \x01(\x0b\x32+.asyncflow.tensorflow.CollectionDef.AnyListH\x00\x1a\x19\n\x08NodeList\x12\r\n\x05value\x18\x01 \x03(\t\x1a\x1a\n\tBytesList\x12\r\n\x05value\x18\x01 \x03(\x0c\x1a\x1e\n\tInt64List\x12\x11\n\x05value\x18\x01 \x03(\x03\x42\x02\x10\x01\x1a\x1e\n\tFloatList\x12\x11\n\x05value\x18\x01 \x03(\x02\x42\x02\x10\x01\x1a.\n\x07\x41nyList\x12#\n\x05value\x18\x01 \x03(\x0b\x32\x14.google.protobuf.AnyB\x06\n\x04kind\"\xbe\x02\n\nTensorInfo\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12@\n\ncoo_sparse\x18\x04 \x01(\x0b\x32*.asyncflow.tensorflow.TensorInfo.CooSparseH\x00\x12-\n\x05\x64type\x18\x02 \x01(\x0e\x32\x1e.asyncflow.tensorflow.DataType\x12<\n\x0ctensor_shape\x18\x03 \x01(\x0b\x32&.asyncflow.tensorflow.TensorShapeProto\x1a\x65\n\tCooSparse\x12\x1a\n\x12values_tensor_name\x18\x01 \x01(\t\x12\x1b\n\x13indices_tensor_name\x18\x02 \x01(\t\x12\x1f\n\x17\x64\x65nse_shape_tensor_name\x18\x03 \x01(\tB\n\n\x08\x65ncoding\"\xe0\x03\n\x0cSignatureDef\x12>\n\x06inputs\x18\x01 \x03(\x0b\x32..asyncflow.tensorflow.SignatureDef.InputsEntry\x12@\n\x07outputs\x18\x02 \x03(\x0b\x32/.asyncflow.tensorflow.SignatureDef.OutputsEntry\x12\x13\n\x0bmethod_name\x18\x03 \x01(\t\x12\x42\n\x08\x64\x65\x66\x61ults\x18\x04 \x03(\x0b\x32\x30.asyncflow.tensorflow.SignatureDef.DefaultsEntry\x1aO\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12/\n\x05value\x18\x02 \x01(\x0b\x32 .asyncflow.tensorflow.TensorInfo:\x02\x38\x01\x1aP\n\x0cOutputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12/\n\x05value\x18\x02 \x01(\x0b\x32 .asyncflow.tensorflow.TensorInfo:\x02\x38\x01\x1aR\n\rDefaultsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32!.asyncflow.tensorflow.TensorProto:\x02\x38\x01\"W\n\x0c\x41ssetFileDef\x12\x35\n\x0btensor_info\x18\x01 \x01(\x0b\x32 .asyncflow.tensorflow.TensorInfo\x12\x10\n\x08\x66ilename\x18\x02 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -54,40 +55,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_options = b'8\001'
   _globals['_SIGNATUREDEF_DEFAULTSENTRY']._loaded_options = None
   _globals['_SIGNATUREDEF_DEFAULTSENTRY']._serialized_options = b'8\001'
-  _globals['_METAGRAPHDEF']._serialized_start=276
-  _globals['_METAGRAPHDEF']._serialized_end=1256
-  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_start=682
-  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_end=1076
-  _globals['_METAGRAPHDEF_METAINFODEF_FUNCTIONALIASESENTRY']._serialized_start=1022
-  _globals['_METAGRAPHDEF_METAINFODEF_FUNCTIONALIASESENTRY']._serialized_end=1076
-  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_start=1078
-  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_end=1167
-  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_start=1169
-  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_end=1256
-  _globals['_COLLECTIONDEF']._serialized_start=1259
-  _globals['_COLLECTIONDEF']._serialized_end=1788
-  _globals['_COLLECTIONDEF_NODELIST']._serialized_start=1615
-  _globals['_COLLECTIONDEF_NODELIST']._serialized_end=1640
-  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_start=1642
-  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_end=1668
-  _globals['_COLLECTIONDEF_INT64LIST']._serialized_start=1670
-  _globals['_COLLECTIONDEF_INT64LIST']._serialized_end=1700
-  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_start=1702
-  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_end=1732
-  _globals['_COLLECTIONDEF_ANYLIST']._serialized_start=1734
-  _globals['_COLLECTIONDEF_ANYLIST']._serialized_end=1780
-  _globals['_TENSORINFO']._serialized_start=1791
-  _globals['_TENSORINFO']._serialized_end=2109
-  _globals['_TENSORINFO_COOSPARSE']._serialized_start=1996
-  _globals['_TENSORINFO_COOSPARSE']._serialized_end=2097
-  _globals['_SIGNATUREDEF']._serialized_start=2112
-  _globals['_SIGNATUREDEF']._serialized_end=2592
-  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_start=2347
-  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_end=2426
-  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_start=2428
-  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_end=2508
-  _globals['_SIGNATUREDEF_DEFAULTSENTRY']._serialized_start=2510
-  _globals['_SIGNATUREDEF_DEFAULTSENTRY']._serialized_end=2592
-  _globals['_ASSETFILEDEF']._serialized_start=2594
-  _globals['_ASSETFILEDEF']._serialized_end=2681
+  _globals['_METAGRAPHDEF']._serialized_start=319
+  _globals['_METAGRAPHDEF']._serialized_end=1365
+  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_start=791
+  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_end=1185
+  _globals['_METAGRAPHDEF_METAINFODEF_FUNCTIONALIASESENTRY']._serialized_start=1131
+  _globals['_METAGRAPHDEF_METAINFODEF_FUNCTIONALIASESENTRY']._serialized_end=1185
+  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_start=1187
+  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_end=1276
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_start=1278
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_end=1365
+  _globals['_COLLECTIONDEF']._serialized_start=1368
+  _globals['_COLLECTIONDEF']._serialized_end=1897
+  _globals['_COLLECTIONDEF_NODELIST']._serialized_start=1724
+  _globals['_COLLECTIONDEF_NODELIST']._serialized_end=1749
+  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_start=1751
+  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_end=1777
+  _globals['_COLLECTIONDEF_INT64LIST']._serialized_start=1779
+  _globals['_COLLECTIONDEF_INT64LIST']._serialized_end=1809
+  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_start=1811
+  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_end=1841
+  _globals['_COLLECTIONDEF_ANYLIST']._serialized_start=1843
+  _globals['_COLLECTIONDEF_ANYLIST']._serialized_end=1889
+  _globals['_TENSORINFO']._serialized_start=1900
+  _globals['_TENSORINFO']._serialized_end=2218
+  _globals['_TENSORINFO_COOSPARSE']._serialized_start=2105
+  _globals['_TENSORINFO_COOSPARSE']._serialized_end=2206
+  _globals['_SIGNATUREDEF']._serialized_start=2221
+  _globals['_SIGNATUREDEF']._serialized_end=2701
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_start=2456
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_end=2535
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_start=2537
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_end=2617
+  _globals['_SIGNATUREDEF_DEFAULTSENTRY']._serialized_start=2619
+  _globals['_SIGNATUREDEF_DEFAULTSENTRY']._serialized_end=2701
+  _globals['_ASSETFILEDEF']._serialized_start=2703
+  _globals['_ASSETFILEDEF']._serialized_end=2790
 # @@protoc_insertion_point(module_scope)

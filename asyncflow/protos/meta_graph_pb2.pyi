@@ -1,6 +1,7 @@
 from google.protobuf import any_pb2 as _any_pb2
 from asyncflow.protos import graph_pb2 as _graph_pb2
 from asyncflow.protos import op_def_pb2 as _op_def_pb2
+from asyncflow.protos import saved_object_graph_pb2 as _saved_object_graph_pb2
 from asyncflow.protos import saver_pb2 as _saver_pb2
 from asyncflow.protos import tensor_pb2 as _tensor_pb2
 from asyncflow.protos import tensor_shape_pb2 as _tensor_shape_pb2
@@ -14,7 +15,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MetaGraphDef(_message.Message):
-    __slots__ = ("meta_info_def", "graph_def", "saver_def", "collection_def", "signature_def", "asset_file_def")
+    __slots__ = ("meta_info_def", "graph_def", "saver_def", "collection_def", "signature_def", "asset_file_def", "object_graph_def")
     class MetaInfoDef(_message.Message):
         __slots__ = ("meta_graph_version", "stripped_op_list", "any_info", "tags", "tensorflow_version", "tensorflow_git_version", "stripped_default_attrs", "function_aliases")
         class FunctionAliasesEntry(_message.Message):
@@ -61,13 +62,15 @@ class MetaGraphDef(_message.Message):
     COLLECTION_DEF_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_DEF_FIELD_NUMBER: _ClassVar[int]
     ASSET_FILE_DEF_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
     meta_info_def: MetaGraphDef.MetaInfoDef
     graph_def: _graph_pb2.GraphDef
     saver_def: _saver_pb2.SaverDef
     collection_def: _containers.MessageMap[str, CollectionDef]
     signature_def: _containers.MessageMap[str, SignatureDef]
     asset_file_def: _containers.RepeatedCompositeFieldContainer[AssetFileDef]
-    def __init__(self, meta_info_def: _Optional[_Union[MetaGraphDef.MetaInfoDef, _Mapping]] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., saver_def: _Optional[_Union[_saver_pb2.SaverDef, _Mapping]] = ..., collection_def: _Optional[_Mapping[str, CollectionDef]] = ..., signature_def: _Optional[_Mapping[str, SignatureDef]] = ..., asset_file_def: _Optional[_Iterable[_Union[AssetFileDef, _Mapping]]] = ...) -> None: ...
+    object_graph_def: _saved_object_graph_pb2.SavedObjectGraph
+    def __init__(self, meta_info_def: _Optional[_Union[MetaGraphDef.MetaInfoDef, _Mapping]] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., saver_def: _Optional[_Union[_saver_pb2.SaverDef, _Mapping]] = ..., collection_def: _Optional[_Mapping[str, CollectionDef]] = ..., signature_def: _Optional[_Mapping[str, SignatureDef]] = ..., asset_file_def: _Optional[_Iterable[_Union[AssetFileDef, _Mapping]]] = ..., object_graph_def: _Optional[_Union[_saved_object_graph_pb2.SavedObjectGraph, _Mapping]] = ...) -> None: ...
 
 class CollectionDef(_message.Message):
     __slots__ = ("node_list", "bytes_list", "int64_list", "float_list", "any_list")

@@ -5,8 +5,11 @@ from __future__ import annotations
 from asyncflow.saved_model import (
     builder,
     constants,
+    experimental,
     loader,
     main_op,
+    object_loader,
+    object_saver,
     signature_constants,
     signature_def_utils,
     tag_constants,
@@ -29,6 +32,8 @@ from asyncflow.saved_model.constants import (
 from asyncflow.saved_model.loader import contains_saved_model, load, maybe_saved_model_directory
 from asyncflow.saved_model.main_op import main_op_with_restore
 from asyncflow.saved_model.method_name_updater import MethodNameUpdater
+from asyncflow.saved_model.object_loader import load_v2
+from asyncflow.saved_model.object_saver import save
 from asyncflow.saved_model.save_options import Asset, SaveOptions
 from asyncflow.saved_model.signature_constants import (
     CLASSIFY_INPUTS,
@@ -62,8 +67,12 @@ __all__ = [
     "SaveOptions",
     "builder",
     "constants",
+    "experimental",
     "contains_saved_model",
     "loader",
+    "object_loader",
+    "object_saver",
+    "save",
     "main_op",
     "main_op_with_restore",
     "ASSETS_DIRECTORY",
@@ -84,6 +93,7 @@ __all__ = [
     "Builder",
     "SavedModelBuilder",
     "load",
+    "load_v2",
     "maybe_saved_model_directory",
     "contains_saved_model",
     "simple_save",

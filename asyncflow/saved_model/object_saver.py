@@ -1,0 +1,530 @@
+"""`tf.saved_model.save` in graph mode: a tf.Module as a TF 2 (object-based) SavedModel.
+
+What is written is what TF 2's loaders read (object_loader.py reads it back):
+
+- saved_model.pb: one meta graph tagged "serve" whose GraphDef holds a VarHandleOp per
+  variable and, per signature, Placeholders "<key>_<arg>" feeding a
+  StatefulPartitionedCall of the signature's function; its library holds a FunctionDef
+  per traced tf.function (tf_function_export writes them) and one per signature (the
+  same body, its outputs named and ordered by the signature's output keys); its
+  SavedObjectGraph lists the objects: node 0 the root, then, breadth first, each
+  object's trackable children (modules, variables), its tf.functions (attribute name
+  order), and under the root "signatures";
+- variables/variables: a V2 bundle written by SaveV2 in the default session, keyed by
+  object path ("inner/w/.ATTRIBUTES/VARIABLE_VALUE") with the TrackableObjectGraph of
+  the same nodes under "_CHECKPOINTABLE_OBJECT_GRAPH" (both graphs number nodes alike).
+
+A tf.function is saved with its traces (its input_signature's when it has one); one
+never traced is saved with none, as TF saves it (calling it after loading fails).  A function may capture
+only variables of the saved object (their handles become the function's last inputs,
+`bound_inputs`).  Without `signatures`, a root with exactly one input-signature
+tf.function gets it as "serving_default", as TF's save does.
+
+The meta graph's saver_def names plain ops beside the variables ("saver/..."; TF 2
+writes functions there) that save and restore the same keys, so that TF1's
+`tf.saved_model.loader.load` (TF's, TF Serving's, asyncflow's) restores the variables too.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import os
+
+from asyncflow import dtypes, nest, tensor_shape, trackable
+from asyncflow import graph as ops
+from asyncflow.framework_extras import TensorSpec, make_tensor_proto
+from asyncflow.graph_io import GRAPH_DEF_VERSION
+from asyncflow.meta_graph import TENSORFLOW_VERSION
+from asyncflow.ops import array_ops, io_ops
+from asyncflow.protos import saved_object_graph_pb2 as sog
+from asyncflow.protos.saved_model_pb2 import SavedModel
+from asyncflow.protos.trackable_object_graph_pb2 import TrackableObjectGraph
+from asyncflow.resource_variable import ResourceVariable
+from asyncflow.saved_model.builder import INIT_OP_SIGNATURE_KEY
+from asyncflow.tf_function import ConcreteFunction, Function
+from asyncflow.tf_function_export import _function_def
+
+__all__ = ["save"]
+
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+_SERVING_DEFAULT = "serving_default"
+_PREDICT = "tensorflow/serving/predict"
+
+
+def _functions_of(obj, with_signature=False) -> list:
+    """(attribute name, bound tf.function) of `obj`'s class and instance, by name; only
+    those with an input_signature when `with_signature`."""
+    names = {n for c in type(obj).__mro__ for n, v in vars(c).items() if isinstance(v, Function)}
+    names |= {n for n, v in vars(obj).items() if isinstance(v, Function)}
+    out = []
+    for name in sorted(names):
+        fn = getattr(obj, name)
+        if not with_signature or fn.input_signature is not None:
+            out.append((name, fn))
+    return out
+
+
+def _traces(fn) -> list:
+    """The concrete functions saved for `fn`: its traces, or its input_signature's."""
+    if not fn._traces and fn.input_signature is not None:
+        fn.get_concrete_function()
+    return list(fn._traces)
+
+
+def _argspec(fn):
+    params = list(inspect.signature(fn.python_function).parameters.values())
+    args = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    defaults = [p.default for p in params if p.name in args and p.default is not p.empty]
+    kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+    return _FullArgSpec(
+        args,
+        next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None),
+        next((p.name for p in params if p.kind == p.VAR_KEYWORD), None),
+        tuple(defaults) if defaults else None,
+        kwonly,
+        None,
+        {},
+    )
+
+
+def _value(sv, x) -> None:
+    """Write Python value `x` (a nest of TensorSpecs and plain values) into StructuredValue
+    `sv`."""
+    if x is None:
+        sv.none_value.SetInParent()
+    elif isinstance(x, TensorSpec):
+        spec = sv.tensor_spec_value
+        if x.name:
+            spec.name = x.name
+        spec.shape.CopyFrom(x.shape.as_proto())
+        spec.dtype = x.dtype.as_datatype_enum
+    elif isinstance(x, bool):
+        sv.bool_value = x
+    elif isinstance(x, int):
+        sv.int64_value = x
+    elif isinstance(x, float):
+        sv.float64_value = x
+    elif isinstance(x, str):
+        sv.string_value = x
+    elif isinstance(x, dict):
+        sv.dict_value.SetInParent()
+        for k, v in x.items():
+            _value(sv.dict_value.fields[k], v)
+    elif isinstance(x, tuple) and hasattr(x, "_fields"):
+        sv.named_tuple_value.name = type(x).__name__
+        for k in x._fields:
+            pair = sv.named_tuple_value.values.add(key=k)
+            _value(pair.value, getattr(x, k))
+    elif isinstance(x, tuple):
+        sv.tuple_value.SetInParent()
+        for v in x:
+            _value(sv.tuple_value.values.add(), v)
+    elif isinstance(x, list):
+        sv.list_value.SetInParent()
+        for v in x:
+            _value(sv.list_value.values.add(), v)
+    else:
+        raise ValueError(f"save: cannot write a {type(x).__name__} into a SavedModel structure")
+
+
+_FullArgSpec = collections.namedtuple(
+    "FullArgSpec",
+    ["args", "varargs", "varkw", "defaults", "kwonlyargs", "kwonlydefaults", "annotations"],
+)
+
+
+def _fullargspec(args, kwonly=()) -> _FullArgSpec:
+    return _FullArgSpec(list(args), None, None, None, list(kwonly), None, {})
+
+
+def _output_spec(t, name):
+    return TensorSpec(t.shape, t.dtype.base_dtype, name)
+
+
+class _Saver:
+    def __init__(self, root, signatures):
+        self.root = root
+        self.objects: list = []  # (object, kind) by node id
+        self.children: list = []  # node id -> [(local name, node id)]
+        self.paths: list = []  # node id -> object path ("" for the root)
+        self.ids: dict = {}
+        self.functions: dict = {}  # node id -> (attribute name, Function)
+        # (TF checks the signatures first)
+        self.signatures = self._signatures(signatures)
+        self._walk()
+        self.library: list = []
+        self.concrete: dict = {}  # function name -> SavedConcreteFunction
+        self._count = 0
+
+    def _add(self, obj, path) -> int:
+        key = id(obj)
+        if key in self.ids:
+            return self.ids[key]
+        self.ids[key] = len(self.objects)
+        self.objects.append(obj)
+        self.children.append([])
+        self.paths.append(path)
+        return self.ids[key]
+
+    def _walk(self) -> None:
+        self._add(self.root, "")
+        queue = collections.deque([0])
+        while queue:
+            i = queue.popleft()
+            obj = self.objects[i]
+            if isinstance(obj, Function):
+                continue
+            prefix = self.paths[i] + "/" if self.paths[i] else ""
+            named = list(trackable.children_of(obj)) + _functions_of(obj)
+            for name, child in named:
+                if trackable.is_variable(child) and not isinstance(child, ResourceVariable):
+                    raise TypeError(
+                        f"save: variable {child.name} is not a resource variable; create it "
+                        "with use_resource=True (a TF 2 SavedModel holds resource variables)"
+                    )
+                seen = id(child) in self.ids
+                j = self._add(child, prefix + trackable.escape_local_name(name))
+                self.children[i].append((name, j))
+                if not seen:
+                    queue.append(j)
+
+    def _signatures(self, signatures) -> dict:
+        if signatures is None:
+            fns = _functions_of(self.root, with_signature=True)
+            signatures = {_SERVING_DEFAULT: fns[0][1]} if len(fns) == 1 else {}
+        elif not isinstance(signatures, dict):
+            signatures = {_SERVING_DEFAULT: signatures}
+        out = {}
+        for key, fn in signatures.items():
+            if isinstance(fn, Function) and getattr(fn, "_input_signature", None) is not None:
+                fn = fn.get_concrete_function()
+            if not isinstance(fn, ConcreteFunction):
+                raise ValueError(
+                    "Expected a TensorFlow function for which to generate a signature, but "
+                    f"got {fn}. Only `tf.functions` with an input signature or concrete "
+                    "functions can be used as a signature."
+                )
+            out[key] = fn
+        return out
+
+    def _bound_inputs(self, concrete) -> list:
+        handles = {
+            id(obj.handle): i
+            for i, obj in enumerate(self.objects)
+            if isinstance(obj, ResourceVariable)
+        }
+        bound = []
+        for t in concrete.captured_inputs:
+            if id(t) not in handles:
+                raise ValueError(
+                    f"save: {concrete.name} captures {t.name}, which is not a variable of "
+                    "the saved object"
+                )
+            bound.append(handles[id(t)])
+        return bound
+
+    def _name(self, base: str) -> str:
+        self._count += 1
+        return f"__inference_{base}_{self._count}"
+
+    def function_node(self, name, fn, saved) -> None:
+        for concrete in _traces(fn):
+            fname = self._name(name)
+            self.library.append(_function_def(concrete.graph, fname))
+            entry = self.concrete[fname] = sog.SavedConcreteFunction()
+            entry.bound_inputs.extend(self._bound_inputs(concrete))
+            _value(entry.canonicalized_input_signature, concrete.structured_input_signature)
+            _value(
+                entry.output_signature,
+                nest.map_structure(
+                    lambda t: _output_spec(t, "unknown"), concrete.structured_outputs
+                ),
+            )
+            saved.concrete_functions.append(fname)
+        _value(saved.function_spec.fullargspec, _argspec(fn))
+        saved.function_spec.is_method = False
+        if fn.input_signature is None:
+            _value(saved.function_spec.input_signature, None)
+        else:
+            _value(saved.function_spec.input_signature, tuple(fn.input_signature))
+
+    def signature_node(self, key, concrete, saved) -> tuple:
+        """The signature's FunctionDef (returned with its keywords and output keys)."""
+        specs = concrete.structured_input_signature[0]
+        if concrete.structured_input_signature[1]:
+            raise ValueError(f"save: signature {key!r} takes keyword-only arguments")
+        keywords = [s.name or f"arg_{k}" for k, s in enumerate(specs)]
+        outputs = concrete.structured_outputs
+        if isinstance(outputs, ops.Tensor):
+            named = {"output_0": outputs}
+        elif isinstance(outputs, dict):
+            named = dict(outputs)
+        elif isinstance(outputs, list | tuple):
+            named = {f"output_{k}": t for k, t in enumerate(outputs)}
+        else:
+            raise ValueError(f"save: signature {key!r} returns {outputs!r}, not tensors")
+        if not all(isinstance(t, ops.Tensor) for t in named.values()):
+            raise ValueError(f"save: signature {key!r} must return tensors")
+        flat = nest.flatten(outputs)
+        fname = self._name("signature_wrapper")
+        fdef = _function_def(concrete.graph, fname)
+        order = sorted(named)
+        position = {id(t): k for k, t in enumerate(flat)}
+        args = list(fdef.signature.output_arg)
+        rets = dict(fdef.ret)
+        del fdef.signature.output_arg[:]
+        fdef.ClearField("ret")
+        for k, out_key in enumerate(order):
+            src = args[position[id(named[out_key])]]
+            arg = fdef.signature.output_arg.add(name=f"identity_{k}" if k else "identity")
+            arg.type = src.type
+            fdef.ret[arg.name] = rets[src.name]
+        self.library.append(fdef)
+        entry = self.concrete[fname] = sog.SavedConcreteFunction()
+        entry.bound_inputs.extend(self._bound_inputs(concrete))
+        in_specs = {
+            kw: TensorSpec(s.shape, s.dtype, kw) for kw, s in zip(keywords, specs, strict=True)
+        }
+        _value(entry.canonicalized_input_signature, ((), in_specs))
+        _value(entry.output_signature, {k: _output_spec(t, k) for k, t in named.items()})
+        saved.concrete_function_name = fname
+        saved.argument_keywords.extend(keywords)
+        saved.allowed_positional_arguments = len(keywords)
+        _value(saved.function_spec.fullargspec, _fullargspec([], keywords))
+        _value(saved.function_spec.input_signature, None)
+        return fdef, keywords, order, [named[k] for k in order], in_specs, entry.bound_inputs
+
+    def build(self):
+        """(SavedObjectGraph, TrackableObjectGraph, MetaGraphDef pieces)."""
+        graph = sog.SavedObjectGraph()
+        ckpt = TrackableObjectGraph()
+        for i, obj in enumerate(self.objects):
+            node = graph.nodes.add()
+            cnode = ckpt.nodes.add()
+            for name, j in self.children[i]:
+                node.children.add(node_id=j, local_name=name)
+                cnode.children.add(node_id=j, local_name=name)
+            if isinstance(obj, ResourceVariable):
+                var = node.variable
+                var.dtype = obj.dtype.base_dtype.as_datatype_enum
+                var.shape.CopyFrom(obj.shape.as_proto())
+                var.trainable = obj.trainable
+                var.name = obj.op.name
+                attr = cnode.attributes.add(name="VARIABLE_VALUE", full_name=obj.op.name)
+                attr.checkpoint_key = f"{self.paths[i]}/.ATTRIBUTES/VARIABLE_VALUE"
+            elif isinstance(obj, Function):
+                parent = self.paths[i].rsplit("/", 1)[-1]
+                self.function_node(parent, obj, node.function)
+            else:
+                node.user_object.identifier = "_generic_user_object"
+                node.user_object.version.producer = 1
+                node.user_object.version.min_consumer = 1
+        # The signature map and its functions, after the objects (so that the walk's ids
+        # stand), as children of the root.
+        sig_map = len(graph.nodes)
+        graph.nodes[0].children.add(node_id=sig_map, local_name="signatures")
+        ckpt.nodes[0].children.add(node_id=sig_map, local_name="signatures")
+        node = graph.nodes.add()
+        ckpt.nodes.add()
+        node.user_object.identifier = "signature_map"
+        node.user_object.version.producer = 1
+        node.user_object.version.min_consumer = 1
+        built = {}
+        for key in sorted(self.signatures):
+            j = len(graph.nodes)
+            graph.nodes[sig_map].children.add(node_id=j, local_name=key)
+            ckpt.nodes[sig_map].children.add(node_id=j, local_name=key)
+            sig_node = graph.nodes.add()
+            ckpt.nodes.add()
+            built[key] = self.signature_node(
+                key, self.signatures[key], sig_node.bare_concrete_function
+            )
+        for fname, entry in self.concrete.items():
+            graph.concrete_functions[fname].CopyFrom(entry)
+        return graph, ckpt, built
+
+
+def _node(gd, name, op, inputs=(), dtype=None, shape=None, **strings):
+    nd = gd.node.add(name=name, op=op)
+    nd.input.extend(inputs)
+    if dtype is not None:
+        nd.attr["dtype"].type = dtype.as_datatype_enum
+    if shape is not None:
+        nd.attr["shape"].shape.CopyFrom(shape.as_proto())
+    for key, value in strings.items():
+        nd.attr[key].s = value.encode()
+    return nd
+
+
+def _const(gd, name, values, dtype):
+    nd = _node(gd, name, "Const", dtype=dtype)
+    nd.attr["value"].tensor.CopyFrom(make_tensor_proto(values, dtype=dtype))
+    return nd
+
+
+def _saver_ops(saver: _Saver, mg, handles: dict) -> None:
+    """Plain save and restore ops of the variables' checkpoint keys, and the saver_def
+    naming them."""
+    gd = mg.graph_def
+    variables = [(i, o) for i, o in enumerate(saver.objects) if isinstance(o, ResourceVariable)]
+    keys = [f"{saver.paths[i]}/.ATTRIBUTES/VARIABLE_VALUE" for i, _ in variables]
+    types = [v.dtype.base_dtype.as_datatype_enum for _, v in variables]
+    scalar = tensor_shape.TensorShape([])
+    _node(gd, "saver_filename", "Placeholder", dtype=dtypes.string, shape=scalar)
+    if variables:
+        _const(gd, "saver/tensor_names", keys, dtypes.string)
+        _const(gd, "saver/shape_and_slices", [""] * len(keys), dtypes.string)
+        reads = []
+        for k, (i, _) in enumerate(variables):
+            nd = _node(gd, f"saver/read_{k}", "ReadVariableOp", [handles[i]])
+            nd.attr["dtype"].type = types[k]
+            reads.append(nd.name)
+        nd = _node(
+            gd,
+            "saver/SaveV2",
+            "SaveV2",
+            ["saver_filename", "saver/tensor_names", "saver/shape_and_slices", *reads],
+        )
+        nd.attr["dtypes"].list.type.extend(types)
+        nd = _node(
+            gd, "saver/RestoreV2", "RestoreV2",
+            ["saver_filename", "saver/tensor_names", "saver/shape_and_slices"],
+        )  # fmt: skip
+        nd.attr["dtypes"].list.type.extend(types)
+        assigns = []
+        for k, (i, _) in enumerate(variables):
+            nd = _node(
+                gd, f"saver/AssignVariableOp_{k}", "AssignVariableOp",
+                [handles[i], f"saver/RestoreV2:{k}"],
+            )  # fmt: skip
+            nd.attr["dtype"].type = types[k]
+            assigns.append("^" + nd.name)
+        done = ["^saver/SaveV2"]
+    else:
+        assigns, done = [], []
+    nd = _node(gd, "saver/Identity", "Identity", ["saver_filename", *done])
+    nd.attr["T"].type = dtypes.string.as_datatype_enum
+    _node(gd, "saver/restore_all", "NoOp", assigns)
+    sd = mg.saver_def
+    sd.filename_tensor_name = "saver_filename:0"
+    sd.save_tensor_name = "saver/Identity:0"
+    sd.restore_op_name = "saver/restore_all"
+    sd.max_to_keep = 5
+    sd.keep_checkpoint_every_n_hours = 10000.0
+    sd.version = sd.V2
+
+
+def _meta_graph(saver: _Saver, mg, built) -> None:
+    gd = mg.graph_def
+    gd.versions.producer = GRAPH_DEF_VERSION
+    gd.library.function.extend(saver.library)
+    handles = {}
+    for i, obj in enumerate(saver.objects):
+        if isinstance(obj, ResourceVariable):
+            name = obj.op.name
+            handles[i] = name
+            _node(
+                gd,
+                name,
+                "VarHandleOp",
+                dtype=obj.dtype.base_dtype,
+                shape=obj.shape,
+                shared_name=name,
+                container="",
+            )
+    n_calls = 0
+    for key, (fdef, keywords, order, tensors, in_specs, bound) in built.items():
+        sig = mg.signature_def[key]
+        sig.method_name = _PREDICT
+        inputs = []
+        for kw in keywords:
+            ph = f"{key}_{kw}"
+            spec = in_specs[kw]
+            _node(
+                gd,
+                ph,
+                "Placeholder",
+                dtype=spec.dtype,
+                shape=spec.shape,
+            )
+            inputs.append(ph)
+            info = sig.inputs[kw]
+            info.name = ph + ":0"
+            info.dtype = spec.dtype.as_datatype_enum
+            info.tensor_shape.CopyFrom(spec.shape.as_proto())
+        call = "StatefulPartitionedCall" + (f"_{n_calls}" if n_calls else "")
+        n_calls += 1
+        nd = _node(gd, call, "StatefulPartitionedCall", inputs + [handles[b] for b in bound])
+        nd.attr["Tin"].list.type.extend(a.type for a in fdef.signature.input_arg)
+        nd.attr["Tin"].list.SetInParent()
+        nd.attr["Tout"].list.type.extend(a.type for a in fdef.signature.output_arg)
+        nd.attr["Tout"].list.SetInParent()
+        nd.attr["f"].func.name = fdef.signature.name
+        for attr in ("config", "config_proto", "executor_type"):
+            nd.attr[attr].s = b""
+        for k, (out_key, t) in enumerate(zip(order, tensors, strict=True)):
+            info = sig.outputs[out_key]
+            info.name = f"{call}:{k}"
+            info.dtype = t.dtype.base_dtype.as_datatype_enum
+            info.tensor_shape.CopyFrom(t.shape.as_proto())
+    _saver_ops(saver, mg, handles)
+    _node(gd, "NoOp", "NoOp")
+    init = mg.signature_def[INIT_OP_SIGNATURE_KEY].outputs[INIT_OP_SIGNATURE_KEY]
+    init.name = "NoOp"
+    init.tensor_shape.unknown_rank = True
+    mg.meta_info_def.tags.append("serve")
+    mg.meta_info_def.tensorflow_version = TENSORFLOW_VERSION
+
+
+def save(obj, export_dir, signatures=None, options=None):
+    """Write `obj` (a tf.Module) as a TF 2 SavedModel at `export_dir`, its variables'
+    values read in the default session.  `options` (a SaveOptions) is accepted for TF's
+    signature.
+
+    Raises:
+      RuntimeError: no default session (graph mode needs one to read the variables).
+      ValueError: a signature that is no tf.function with an input signature or
+        concrete function (TF's message); a function capturing a tensor that is not one
+        of the object's variables.
+      TypeError: a reference (non-resource) variable, as TF (whose message is its
+        restore function's trace error).
+    """
+    del options
+    export_dir = os.fsdecode(export_dir)
+    variables_dir = os.path.join(export_dir, "variables")
+    prefix = os.path.join(variables_dir, "variables")
+    session = ops.get_default_session()
+    if session is None:
+        os.makedirs(variables_dir, exist_ok=True)  # (TF has made it by then too)
+        raise RuntimeError(
+            f'Unable to save checkpoint to "{prefix}" in graph mode without a default '
+            "session. Please use `with tf.Session():` to create a session."
+        )
+    saver = _Saver(obj, signatures)
+    object_graph, ckpt, built = saver.build()
+    saved_model = SavedModel(saved_model_schema_version=1)
+    mg = saved_model.meta_graphs.add()
+    mg.object_graph_def.CopyFrom(object_graph)
+    _meta_graph(saver, mg, built)
+    os.makedirs(variables_dir, exist_ok=True)
+    os.makedirs(os.path.join(export_dir, "assets"), exist_ok=True)
+    pairs = []
+    for node in ckpt.nodes:
+        for attr in node.attributes:
+            pairs.append(attr.checkpoint_key)
+    variables = [o for o in saver.objects if isinstance(o, ResourceVariable)]
+    graph = session.graph
+    with graph.as_default(), ops.name_scope("saved_model_save"), ops.device("/device:CPU:0"):
+        names = [_OBJECT_GRAPH_KEY] + pairs
+        tensors = [array_ops.constant(ckpt.SerializeToString(), dtype=dtypes.string)]
+        tensors += [v.read_value() for v in variables]
+        op = io_ops.save_v2(
+            array_ops.constant(prefix),
+            array_ops.constant(names),
+            array_ops.constant([""] * len(names)),
+            tensors,
+        )
+    session.run(op)
+    with open(os.path.join(export_dir, "saved_model.pb"), "wb") as f:
+        f.write(saved_model.SerializeToString())
