@@ -171,6 +171,8 @@ _TF_NO_GRADIENT = {
     "QuantizeDownAndShrinkRange",
     "RequantizationRangePerChannel",
     "RequantizePerChannel",
+    *("UniformQuantize UniformDequantize UniformRequantize UniformQuantizedAdd".split()),
+    *("UniformQuantizedClipByValue UniformQuantizedDot UniformQuantizedDotHybrid".split()),
     "NearestNeighbors",
     "KMC2ChainInitialization",
     "BatchCholeskyGrad",
