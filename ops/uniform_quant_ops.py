@@ -1,6 +1,6 @@
 """TF's uniform-quantized ops (`tf.raw_ops.UniformQuantize`, ...Dequantize, ...Requantize,
-UniformQuantizedAdd, ...ClipByValue, ...Dot, ...DotHybrid), as TF 2.21's CPU kernels
-compute them.  A tensor is stored as integer codes with a scale and a zero point, either
+UniformQuantizedAdd, ...ClipByValue, ...Dot, ...DotHybrid, ...Convolution,
+...ConvolutionHybrid), as TF 2.21's CPU kernels compute them.  A tensor is stored as integer codes with a scale and a zero point, either
 one pair for the whole tensor (quantization_axis -1, scalar scales) or one per index of
 quantization_axis (vectors as long as that dimension).
 
@@ -15,7 +15,10 @@ Arithmetic, measured against TF on random inputs:
   point, clamped to the output's range.
 - DotHybrid quantizes each row of its float lhs to int8 on its own (asymmetric: the range
   holds 0, the zero point taken from whichever end gives the smaller error, rounded half
-  away from zero, in double), sums in int32, and gives float32(sum * row scale) * rhs scale.
+  away from zero, in double), sums in int32, and gives float32(sum * row scale) * rhs scale;
+  ConvolutionHybrid does the same with each batch element of its lhs.
+- Convolution: XLA's general convolution of the codes less their zero points, in int32,
+  requantized as the Dot's sums (lhs scale * rhs scale / output scale, in double).
 TF registers no gradient for any of them; UniformRequantize runs only qint32 -> qint8 and
 qint8 -> qint8 on a CPU (TF's "Could not find device" NotFoundError otherwise).
 """
@@ -425,3 +428,366 @@ async def _uniform_quantized_dot_hybrid(ctx, lhs, rhs, rs, rz):
     _check_matrices(x, rc)
     rs, rz = _axis_params(rs, rz, a["rhs_quantization_axis"], rc.shape)
     return await ctx.compute(_hybrid_dot, x, rc, rs, rz)
+
+
+# -- UniformQuantizedConvolution, UniformQuantizedConvolutionHybrid ----------------------------
+#
+# XLA's general convolution on int32 sums: dimension_numbers (a serialized
+# UniformQuantizedConvolutionDimensionNumbersAttr; empty: batch and feature first, kernel
+# as [output feature, input feature, spatial...]) name the axes; lhs_dilation spreads the
+# input, padding (SAME from the dilated sizes, or explicit pairs) adds the zero point, and
+# feature_group_count / batch_group_count split features or batches into groups.
+
+_DIM_FIELDS = (
+    "input_batch_dimension", "input_feature_dimension", "input_spatial_dimensions",
+    "kernel_input_feature_dimension", "kernel_output_feature_dimension",
+    "kernel_spatial_dimensions", "output_batch_dimension", "output_feature_dimension",
+    "output_spatial_dimensions",
+)  # fmt: skip
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = buf[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _dimension_numbers(raw, rank: int) -> dict:
+    """The dimension numbers' fields (proto3: absent scalars are 0, lists empty)."""
+    if isinstance(raw, str):
+        raw = raw.encode("latin-1")
+    if not raw:
+        spatial = list(range(2, rank))
+        return dict(zip(_DIM_FIELDS, (0, 1, spatial, 1, 0, spatial, 0, 1, spatial)))
+    dims = {name: [] if name.endswith("s") else 0 for name in _DIM_FIELDS}
+    pos = 0
+    try:
+        while pos < len(raw):
+            key, pos = _varint(raw, pos)
+            number, wire = key >> 3, key & 7
+            if not 1 <= number <= 9 or wire not in (0, 2):
+                raise ValueError("unexpected field")
+            name = _DIM_FIELDS[number - 1]
+            if wire == 0:
+                value, pos = _varint(raw, pos)
+                dims[name].append(value) if name.endswith("s") else dims.__setitem__(name, value)
+                continue
+            size, pos = _varint(raw, pos)
+            end = pos + size
+            if end > len(raw) or not name.endswith("s"):
+                raise ValueError("bad packed field")
+            while pos < end:
+                value, pos = _varint(raw, pos)
+                dims[name].append(value)
+    except ValueError:
+        raise _invalid("Error parsing convolution dimension numbers.") from None
+    return dims
+
+
+def _conv_config(a: dict, lhs_shape, rhs_shape) -> dict:
+    """The attrs checked as TF checks them (its messages), with defaults filled in."""
+    if len(lhs_shape) != len(rhs_shape):
+        raise _invalid(
+            "lhs and rhs must have same dims. Given lhs and rhs of shapes: "
+            f"{_dims(lhs_shape)}{_dims(rhs_shape)}"
+        )
+    rank = len(lhs_shape)
+    pad = a["padding"].decode() if isinstance(a["padding"], bytes) else a["padding"]
+    if pad not in ("EXPLICIT", "SAME", "VALID"):
+        raise _invalid(f"padding Attr must be one of [EXPLICIT | SAME | VALID], but given: {pad}")
+    explicit = list(a["explicit_padding"])
+    if pad == "EXPLICIT":
+        if len(explicit) != 2 * (rank - 2):
+            raise _invalid(
+                "Size of explicit_padding Attr must be 2 * (rank - 2). Given rank "
+                f"{rank} and explicit_padding of size {len(explicit)}"
+            )
+        if any(p < 0 for p in explicit):
+            listed = ", ".join(str(p) for p in explicit)
+            raise _invalid(f"All explicit_padding elems must be >= 0, Given {listed}")
+    cfg = {"padding": pad, "explicit": explicit}
+    # (TF's defaults for an empty list: ones; a rank-3 convolution has none, as there)
+    for key, what in (("window_strides", "window_strides"), ("lhs_dilation", "lhs_dilation"),
+                      ("rhs_dilation", "rhs_dilation")):  # fmt: skip
+        values = list(a[key]) or ([1] * (rank - 2) if rank > 3 else [])
+        if len(values) != rank - 2:
+            raise _invalid(f"Size of {what} Attr must be dims - 2.")
+        if any(v <= 0 for v in values):
+            raise _invalid(f"{what} values must be positive.")
+        cfg[key] = values
+    cfg["dims"] = _dimension_numbers(a["dimension_numbers"], rank)
+    cfg["fgc"], cfg["bgc"] = int(a["feature_group_count"]), int(a["batch_group_count"])
+    return cfg
+
+
+def _check_conv_shapes(cfg: dict, lhs_shape, rhs_shape) -> None:
+    d = cfg["dims"]
+    features = lhs_shape[d["input_feature_dimension"]]
+    kernel_in = rhs_shape[d["kernel_input_feature_dimension"]]
+    if features % cfg["fgc"] or features // cfg["fgc"] != kernel_in:
+        raise _invalid(
+            "lhs feature dimension size divided by feature_group_count must equal the rhs "
+            f"input feature dimension size, but {features} / {cfg['fgc']} != {kernel_in}"
+        )
+    outs = rhs_shape[d["kernel_output_feature_dimension"]]
+    if outs % cfg["fgc"]:
+        raise _invalid(
+            "rhs output dimension size must be a multiple of feature_group_count, but "
+            f"{outs} % {cfg['fgc']} != 0"
+        )
+    batch = lhs_shape[d["input_batch_dimension"]]
+    if batch % cfg["bgc"]:
+        raise _invalid(
+            "lhs batch dimension size must be a multiple of batch_group_count, but "
+            f"{batch} % {cfg['bgc']} != 0"
+        )
+    if outs % cfg["bgc"]:
+        raise _invalid(
+            "rhs output dimension size must be a multiple of batch_group_count, but "
+            f"{outs} % {cfg['bgc']} != 0"
+        )
+
+
+def _pads(cfg: dict, sizes, kernel) -> list[tuple[int, int]]:
+    if cfg["padding"] == "VALID":
+        return [(0, 0)] * len(sizes)
+    if cfg["padding"] == "EXPLICIT":
+        e = cfg["explicit"]
+        return [(e[2 * i], e[2 * i + 1]) for i in range(len(sizes))]
+    pads = []
+    for n, k, s in zip(sizes, kernel, cfg["window_strides"]):
+        out = -(-n // s)
+        total = max((out - 1) * s + k - n, 0)
+        pads.append((total // 2, total - total // 2))
+    return pads
+
+
+def _general_conv(x: np.ndarray, k: np.ndarray, cfg: dict) -> np.ndarray:
+    """[N, C, S...] x [O, I, K...] -> [N / batch groups, O, S'...] in int64 (values
+    relative to their zero points, so padding and dilation holes are 0)."""
+    spatial = x.shape[2:]
+    if any(d != 1 for d in cfg["lhs_dilation"]):
+        grown = [(n - 1) * d + 1 if n else 0 for n, d in zip(spatial, cfg["lhs_dilation"])]
+        spread = np.zeros(x.shape[:2] + tuple(grown), x.dtype)
+        every = (slice(None, None, d) for d in cfg["lhs_dilation"])
+        spread[(slice(None), slice(None), *every)] = x
+        x = spread
+    rd, strides = cfg["rhs_dilation"], cfg["window_strides"]
+    reach = [(n - 1) * d + 1 for n, d in zip(k.shape[2:], rd)]
+    x = np.pad(x, [(0, 0), (0, 0), *_pads(cfg, x.shape[2:], reach)])
+    out_sp = [max((n - r) // s + 1, 0) for n, r, s in zip(x.shape[2:], reach, strides)]
+    n_, c_ = x.shape[:2]
+    o_, i_ = k.shape[:2]
+    fgc, bgc = cfg["fgc"], cfg["bgc"]
+    acc = np.zeros((n_ // bgc, o_, *out_sp), np.int64)
+    if not all(out_sp):
+        return acc
+    for pos in np.ndindex(*k.shape[2:]):
+        window = tuple(
+            slice(p * d, p * d + (m - 1) * s + 1, s)
+            for p, d, m, s in zip(pos, rd, out_sp, strides)
+        )
+        patch = x[(slice(None), slice(None), *window)]
+        taps = k[(slice(None), slice(None), *pos)]
+        for g in range(fgc):
+            og = slice(g * (o_ // fgc), (g + 1) * (o_ // fgc))
+            cg = patch[:, g * i_ : (g + 1) * i_]
+            if bgc == 1:
+                acc[:, og] += np.einsum("nc...,oc->no...", cg, taps[og])
+                continue
+            per = n_ // bgc
+            for b in range(bgc):
+                ob = slice(b * (o_ // bgc), (b + 1) * (o_ // bgc))
+                acc[:, ob] += np.einsum("nc...,oc->no...", cg[b * per : (b + 1) * per], taps[ob])
+    return acc
+
+
+def _conv_layouts(cfg: dict):
+    d = cfg["dims"]
+    lhs = [d["input_batch_dimension"], d["input_feature_dimension"],
+           *d["input_spatial_dimensions"]]  # fmt: skip
+    rhs = [d["kernel_output_feature_dimension"], d["kernel_input_feature_dimension"],
+           *d["kernel_spatial_dimensions"]]  # fmt: skip
+    out = [d["output_batch_dimension"], d["output_feature_dimension"],
+           *d["output_spatial_dimensions"]]  # fmt: skip
+    return lhs, rhs, out
+
+
+def _run_conv(x: np.ndarray, k: np.ndarray, cfg: dict) -> np.ndarray:
+    """The int64 sums, in the output's layout."""
+    lhs, rhs, out = _conv_layouts(cfg)
+    acc = _general_conv(np.transpose(x, lhs), np.transpose(k, rhs), cfg)
+    return np.transpose(acc, np.argsort(out))
+
+
+def _conv_shape(op):
+    """TF's shape rules: equal ranks, valid attrs, scalar lhs parameters and rhs / output
+    parameters scalars or as long as the kernel's output features; then the output's
+    shape where the inputs' shapes are known."""
+    lhs, rhs = op.inputs[0].shape, op.inputs[1].shape
+    if lhs.ndims is not None and rhs.ndims is not None and lhs.ndims != rhs.ndims:
+        raise ValueError("lhs and rhs must have same rank.")
+    rank = lhs.ndims if lhs.ndims is not None else rhs.ndims
+    if rank is None:
+        return [tensor_shape.unknown_shape()]
+    lhs_dims = lhs.as_list() if lhs.ndims is not None else [None] * rank
+    rhs_dims = rhs.as_list() if rhs.ndims is not None else [None] * rank
+    try:
+        cfg = _conv_config(op.attrs, lhs_dims, rhs_dims)
+    except errors.OpError as exc:
+        raise ValueError(exc.message) from None
+    params = [t.shape for t in op.inputs[2:]]
+    if op.type == "UniformQuantizedConvolution":
+        _rank_at_most(params[0], 0)
+        _rank_at_most(params[1], 0)
+        params = params[2:]
+    outs = rhs_dims[cfg["dims"]["kernel_output_feature_dimension"]]
+    for p in params:
+        if _rank_at_most(p, 1).ndims == 1:
+            _equal_dims(p.as_list()[0], outs)
+    if None in lhs_dims or None in rhs_dims:
+        return [tensor_shape.unknown_shape(rank)]
+    _check_conv_shapes_static(cfg, lhs_dims, rhs_dims)
+    return [tensor_shape.TensorShape(_conv_out_shape(cfg, lhs_dims, rhs_dims))]
+
+
+def _check_conv_shapes_static(cfg, lhs_dims, rhs_dims) -> None:
+    try:
+        _check_conv_shapes(cfg, lhs_dims, rhs_dims)
+    except errors.OpError as exc:
+        raise ValueError(exc.message) from None
+
+
+def _conv_out_shape(cfg: dict, lhs_shape, rhs_shape) -> list[int]:
+    lhs, rhs, out = _conv_layouts(cfg)
+    spatial = [lhs_shape[i] for i in lhs[2:]]
+    kernel = [rhs_shape[i] for i in rhs[2:]]
+    grown = [(n - 1) * d + 1 if n else 0 for n, d in zip(spatial, cfg["lhs_dilation"])]
+    reach = [(n - 1) * d + 1 for n, d in zip(kernel, cfg["rhs_dilation"])]
+    pads = _pads(cfg, grown, reach)
+    sizes = [
+        max((n + lo + hi - r) // s + 1, 0)
+        for n, (lo, hi), r, s in zip(grown, pads, reach, cfg["window_strides"])
+    ]
+    ours = [lhs_shape[lhs[0]] // cfg["bgc"], rhs_shape[rhs[0]], *sizes]
+    return [ours[i] for i in np.argsort(out)]
+
+
+_CONV_ATTRS = {
+    "window_strides": [],
+    "padding": REQUIRED,
+    "explicit_padding": [],
+    "lhs_dilation": [],
+    "rhs_dilation": [],
+    "batch_group_count": 1,
+    "feature_group_count": 1,
+    "dimension_numbers": "",
+}
+
+UniformQuantizedConvolution = _register(
+    "UniformQuantizedConvolution",
+    ["lhs: Tin", "rhs: Tin", "lhs_scales: float32", "lhs_zero_points: int32",
+     "rhs_scales: float32", "rhs_zero_points: int32", "output_scales: float32",
+     "output_zero_points: int32"],
+    ["output: Tout"],
+    {"Tin": TypeConstraint(["qint8"]), "Tout": TypeConstraint(["qint32"]), **_CONV_ATTRS,
+     **_qattrs("lhs_"), **_qattrs("rhs_"), **_qattrs("output_")},
+    shape_fn=_conv_shape,
+)  # fmt: skip
+
+
+def _conv_setup(ctx, lhs_shape, rhs_shape):
+    a = ctx.attrs
+    cfg = _conv_config(a, lhs_shape, rhs_shape)
+    d = cfg["dims"]
+    if a["rhs_quantization_axis"] not in (-1, d["kernel_output_feature_dimension"]):
+        raise _invalid(
+            "rhs_quantization_axis Attr must be -1 (per-tensor) or "
+            "dimension_numbers.kernel_output_feature_dimension (per-channel)."
+        )
+    _check_conv_shapes(cfg, lhs_shape, rhs_shape)
+    return cfg
+
+
+def _along(v: np.ndarray, axis: int, rank: int) -> np.ndarray:
+    if v.ndim == 0:
+        return v
+    shape = [1] * rank
+    shape[axis] = v.shape[0]
+    return v.reshape(shape)
+
+
+def _quantized_conv(lc, rc, lz, rz, cfg, ratio, oz, lo, hi):
+    acc = _wrap32(_run_conv(lc.astype(np.int64) - lz, rc.astype(np.int64) - rz, cfg))
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = np.floor(acc * ratio + 0.5)
+    return _clamp(_to_int32(v) + oz.astype(np.int64), lo, hi)
+
+
+@UniformQuantizedConvolution.kernel("CPU")
+async def _uniform_quantized_convolution(ctx, lhs, rhs, ls, lz, rs, rz, os_, oz):
+    a = ctx.attrs
+    if a["lhs_quantization_axis"] != -1:
+        raise _invalid("lhs_quantization_axis Attr must be -1 (per-tensor).")
+    lc, rc = _qnn._codes(lhs, dtypes.qint8), _qnn._codes(rhs, dtypes.qint8)
+    cfg = _conv_setup(ctx, lc.shape, rc.shape)
+    d = cfg["dims"]
+    o_axis = a["output_quantization_axis"]
+    if o_axis not in (-1, d["output_feature_dimension"]):
+        raise _invalid(
+            "output_quantization_axis Attr must be -1 (per-tensor) or "
+            "dimension_numbers.output_feature_dimension (per-channel)."
+        )
+    ls, lz = _axis_params(ls, lz, -1, lc.shape)
+    rs, rz = _axis_params(rs, rz, a["rhs_quantization_axis"], rc.shape)
+    os_, oz = np.asarray(os_, _F32), np.asarray(oz, np.int32)
+    if rs.ndim == 0 and os_.ndim != 0:
+        raise _invalid(
+            "If rhs is per-tensor quantized, output must be also per-tensor quantized. Given "
+            f"output scales/zero_points of rank {os_.ndim}"
+        )
+    out_shape = _conv_out_shape(cfg, lc.shape, rc.shape)
+    os_, oz = _axis_params(os_, oz, o_axis, out_shape)
+    rank, feature = len(out_shape), d["output_feature_dimension"]
+    rs_out = _along(rs.reshape(-1) if rs.ndim else rs, feature, rank)
+    ratio = ls.astype(np.float64) * rs_out.astype(np.float64) / os_.astype(np.float64)
+    lo, hi = _range(a, "output_")
+    out = await ctx.compute(_quantized_conv, lc, rc, lz, rz, cfg, ratio, oz, lo, hi)
+    return _qnn._as_quantized(out, dtypes.qint32)
+
+
+UniformQuantizedConvolutionHybrid = _register(
+    "UniformQuantizedConvolutionHybrid",
+    ["lhs: Tlhs", "rhs: Trhs", "rhs_scales: float32", "rhs_zero_points: int32"],
+    ["output: Tout"],
+    {"Tlhs": TypeConstraint(["float32"]), "Trhs": TypeConstraint(["qint8"]),
+     "Tout": TypeConstraint(["float32"]), **_CONV_ATTRS, **_qattrs("rhs_")},
+    shape_fn=_conv_shape,
+)  # fmt: skip
+
+
+def _hybrid_conv(x, rc, rz, rs_out, cfg):
+    batch = cfg["dims"]["input_batch_dimension"]
+    codes, zero, scale = _quantize_rows(x, tuple(i for i in range(x.ndim) if i != batch))
+    acc = _wrap32(_run_conv(codes - zero, rc.astype(np.int64) - rz, cfg))
+    out_batch = cfg["dims"]["output_batch_dimension"]
+    scale = _along(scale.reshape(-1), out_batch, acc.ndim)
+    return ((acc.astype(_F32) * scale).astype(_F32) * rs_out).astype(_F32)
+
+
+@UniformQuantizedConvolutionHybrid.kernel("CPU")
+async def _uniform_quantized_convolution_hybrid(ctx, lhs, rhs, rs, rz):
+    x, rc = np.asarray(lhs, _F32), _qnn._codes(rhs, dtypes.qint8)
+    cfg = _conv_setup(ctx, x.shape, rc.shape)
+    rs, rz = _axis_params(rs, rz, ctx.attrs["rhs_quantization_axis"], rc.shape)
+    rank = x.ndim
+    rs_out = _along(
+        rs.reshape(-1) if rs.ndim else rs, cfg["dims"]["output_feature_dimension"], rank
+    )
+    return await ctx.compute(_hybrid_conv, x, rc, rz, rs_out, cfg)

@@ -215,7 +215,8 @@ TF_NO_GRADIENT = {
     ),  # fmt: skip
     **dict.fromkeys(
         "UniformQuantize UniformDequantize UniformRequantize UniformQuantizedAdd "
-        "UniformQuantizedClipByValue UniformQuantizedDot UniformQuantizedDotHybrid".split(),
+        "UniformQuantizedClipByValue UniformQuantizedDot UniformQuantizedDotHybrid "
+        "UniformQuantizedConvolution UniformQuantizedConvolutionHybrid".split(),
         "tests/test_quantized_s27.py::test_no_gradient_as_tf",
     ),
     "Fingerprint": "tests/ops/test_tf_odds.py::test_no_gradient_where_tf_has_none",

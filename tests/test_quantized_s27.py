@@ -83,7 +83,24 @@ def test_errors_as_tf(key):
 UNIFORM_OPS = [
     "UniformQuantize", "UniformDequantize", "UniformRequantize", "UniformQuantizedAdd",
     "UniformQuantizedClipByValue", "UniformQuantizedDot", "UniformQuantizedDotHybrid",
+    "UniformQuantizedConvolution", "UniformQuantizedConvolutionHybrid",
 ]  # fmt: skip
+
+
+def test_conv_output_per_axis_needs_rhs_per_axis():
+    # (recorded from TF 2.21 eagerly: its graph-mode run of this case crashes the process)
+    with ops.Graph().as_default(), af.device("/cpu:0"):
+        six = ([0.1] * 6, [0] * 6)
+        y = cases._conv(
+            af, af.bitcast(af.constant(cases.CX), af.qint8),
+            af.bitcast(af.constant(cases.CW), af.qint8), (0.1, 0, 0.1, 0, *six), (-1, -1, 1),
+        )  # fmt: skip
+        with Session() as sess, pytest.raises(errors.InvalidArgumentError) as info:
+            sess.run(y)
+    assert info.value.message.split("\n\t [[")[0] == (
+        "If rhs is per-tensor quantized, output must be also per-tensor quantized. Given "
+        "output scales/zero_points of rank 1"
+    )
 
 
 def test_no_gradient_as_tf():

@@ -173,6 +173,7 @@ _TF_NO_GRADIENT = {
     "RequantizePerChannel",
     *("UniformQuantize UniformDequantize UniformRequantize UniformQuantizedAdd".split()),
     *("UniformQuantizedClipByValue UniformQuantizedDot UniformQuantizedDotHybrid".split()),
+    *("UniformQuantizedConvolution UniformQuantizedConvolutionHybrid".split()),
     "NearestNeighbors",
     "KMC2ChainInitialization",
     "BatchCholeskyGrad",
