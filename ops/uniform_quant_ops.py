@@ -1,8 +1,9 @@
 """TF's uniform-quantized ops (`tf.raw_ops.UniformQuantize`, ...Dequantize, ...Requantize,
 UniformQuantizedAdd, ...ClipByValue, ...Dot, ...DotHybrid, ...Convolution,
-...ConvolutionHybrid), as TF 2.21's CPU kernels compute them.  A tensor is stored as integer codes with a scale and a zero point, either
-one pair for the whole tensor (quantization_axis -1, scalar scales) or one per index of
-quantization_axis (vectors as long as that dimension).
+...ConvolutionHybrid), as TF 2.21's CPU kernels compute them.  A tensor is stored as
+integer codes with a scale and a zero point, either one pair for the whole tensor
+(quantization_axis -1, scalar scales) or one per index of quantization_axis (vectors as
+long as that dimension).
 
 Arithmetic, measured against TF on random inputs:
 - quantize: the float32 product x * (1 / scale), plus 0.5 in float32, floored (so ties
@@ -20,7 +21,7 @@ Arithmetic, measured against TF on random inputs:
 - Convolution: XLA's general convolution of the codes less their zero points, in int32,
   requantized as the Dot's sums (lhs scale * rhs scale / output scale, in double).
 TF registers no gradient for any of them; UniformRequantize runs only qint32 -> qint8 and
-qint8 -> qint8 on a CPU (TF's "Could not find device" NotFoundError otherwise).
+qint8 -> qint8 on a CPU (TF's "No OpKernel was registered" InvalidArgumentError otherwise).
 """
 
 from __future__ import annotations
@@ -522,6 +523,13 @@ def _conv_config(a: dict, lhs_shape, rhs_shape) -> dict:
             raise _invalid(f"{what} values must be positive.")
         cfg[key] = values
     cfg["dims"] = _dimension_numbers(a["dimension_numbers"], rank)
+    for layout in _conv_layouts(cfg):
+        # (TF reads out-of-range dimensions without checking; here they are an error)
+        if sorted(layout) != list(range(rank)):
+            raise _invalid(
+                f"dimension_numbers must name each of the {rank} dimensions once per operand, "
+                f"but given {layout}"
+            )
     cfg["fgc"], cfg["bgc"] = int(a["feature_group_count"]), int(a["batch_group_count"])
     return cfg
 

@@ -134,3 +134,12 @@ def test_op_defs_as_tf():
     assert d.attrs["lhs_quantization_axis"] == -1
     for name in UNIFORM_OPS:
         assert [a.name for a in get_op_def(name).outputs] == ["output"]
+
+
+def test_conv_dimension_numbers_out_of_range():
+    # (TF 2.21 reads such dimensions unchecked and returns garbage; here a clear error)
+    with ops.Graph().as_default(), af.device("/cpu:0"):
+        cx = af.bitcast(af.constant(cases.CX), af.qint8)
+        cw = af.bitcast(af.constant(cases.CW), af.qint8)
+        with pytest.raises(ValueError, match="dimension_numbers must name each"):
+            cases._conv(af, cx, cw, dimension_numbers=bytes([0x10, 9]))
