@@ -138,6 +138,7 @@ from asyncflow.ops import (  # noqa: F401
     top_misc_ops,
     training_extra_ops,
     training_ops,
+    uniform_quant_ops,
     unique_ops,
     volume_patches_ops,
     write_file_ops,

@@ -244,6 +244,12 @@ TF_NO_GRADIENT = {
         ],
         "tests/ops/test_quantization_ops.py::test_no_gradient_for_quantize_and_dequantize_as_tf",
     ),  # fmt: skip
+    **dict.fromkeys(
+        "UniformQuantize UniformDequantize UniformRequantize UniformQuantizedAdd "
+        "UniformQuantizedClipByValue UniformQuantizedDot UniformQuantizedDotHybrid "
+        "UniformQuantizedConvolution UniformQuantizedConvolutionHybrid".split(),
+        "tests/test_quantized_s27.py::test_no_gradient_as_tf",
+    ),
     "Fingerprint": "tests/ops/test_tf_odds.py::test_no_gradient_where_tf_has_none",
     "CheckPinned": "tests/test_tf2_compat.py::test_check_pinned_as_tf (TF registers none)",
     "FractionalMaxPoolGrad": "tests/ops/test_tf_odds.py::test_no_gradient_where_tf_has_none",
