@@ -34,8 +34,14 @@ from asyncflow.data.structure import (
     _Spec,
     _to_components,
 )
-from asyncflow.ops import array_ops, dataset_more, dataset_ops, math_ops, partition_ops
-from asyncflow.ops import dataset_raw_extra  # noqa: F401 - registers the other versions of ops
+from asyncflow.ops import (
+    array_ops,
+    dataset_more,
+    dataset_ops,
+    dataset_raw_extra,  # noqa: F401 - registers the other versions of ops
+    math_ops,
+    partition_ops,
+)
 from asyncflow.ragged import RaggedTensor
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
 

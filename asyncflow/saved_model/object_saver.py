@@ -15,10 +15,10 @@ What is written is what TF 2's loaders read (object_loader.py reads it back):
   the same nodes under "_CHECKPOINTABLE_OBJECT_GRAPH" (both graphs number nodes alike).
 
 A tf.function is saved with its traces (its input_signature's when it has one); one
-never traced is saved with none, as TF saves it (calling it after loading fails).  A function may capture
-only variables of the saved object (their handles become the function's last inputs,
-`bound_inputs`).  Without `signatures`, a root with exactly one input-signature
-tf.function gets it as "serving_default", as TF's save does.
+never traced is saved with none, as TF saves it (calling it after loading fails).  A
+function may capture only variables of the saved object (their handles become the
+function's last inputs, `bound_inputs`).  Without `signatures`, a root with exactly
+one input-signature tf.function gets it as "serving_default", as TF's save does.
 
 The meta graph's saver_def names plain ops beside the variables ("saver/..."; TF 2
 writes functions there) that save and restore the same keys, so that TF1's
