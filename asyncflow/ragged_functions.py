@@ -732,9 +732,8 @@ def gather(params, indices, name=None, axis=0, batch_dims=0):
     indices[b].
 
     Raises:
-      ValueError: axis < batch_dims, an axis out of range, a ragged axis above a dense
-        one, or what asyncflow does not gather (batch_dims below a greater axis;
-        ragged indices along an inner axis).
+      ValueError: axis < batch_dims, an axis out of range, or what asyncflow does not
+        gather (batch_dims other than 0 and below a greater axis).
     """
     axis = 0 if axis is None else axis
     if not is_ragged(params):
@@ -836,7 +835,7 @@ def _axis_gather_ragged(params, indices, axis):
 
 
 def _gather_inner(values, indices, axis):
-    if is_ragged(values):
+    if is_ragged(values) or is_ragged(indices):
         return _axis_gather(values, indices, axis)
     return _op("GatherV2", values, indices, _const(axis, _I32))
 

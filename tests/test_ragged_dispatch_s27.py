@@ -80,6 +80,14 @@ CASES = {
         lambda: tf.gather([[1, 2, 3], [4, 5, 6]], tf.ragged.constant([[0, 1], [2]]), axis=1),
         ("RT", [[[1, 2], [3]], [[4, 5], [6]]]),
     ),
+    "gather_ragged_idx_ax2": (
+        lambda: tf.gather(
+            tf.ragged.constant([[[1, 2, 3]], [[4, 5, 6], [7, 8, 9]]], ragged_rank=1),
+            tf.ragged.constant([[0, 2], [1]]),
+            axis=2,
+        ),
+        ("RT", [[[[1, 3], [2]]], [[[4, 6], [5]], [[7, 9], [8]]]]),
+    ),
     # where's coordinates
     "where_coords": (
         lambda: tf.where(tf.ragged.constant([[True, False], [True], [False, True, True]])),
