@@ -22,7 +22,7 @@ import inspect
 import numpy as np
 
 from asyncflow import dispatch as _dispatch
-from asyncflow import dtypes
+from asyncflow import dtypes, errors
 from asyncflow import graph as ops
 from asyncflow.ragged import RaggedTensor, concat, is_ragged
 from asyncflow.ragged_methods import (
@@ -1107,8 +1107,6 @@ def split(value, num_or_size_splits, axis=0, num=None, name=None):
       InvalidArgumentError: a negative size (at build time); rows not divisible into
         equal parts or sizes not summing to the rows (when the step runs).
     """
-    from asyncflow import errors
-
     rank = value.shape.ndims
     if not -rank <= axis < rank:
         raise ValueError(f"axis={axis} out of bounds: expected {-rank}<=axis<{rank}")
@@ -1140,6 +1138,8 @@ def split(value, num_or_size_splits, axis=0, num=None, name=None):
         nrows = value.nrows()
         if isinstance(num_or_size_splits, (int, np.integer)):
             n = int(num_or_size_splits)
+            if n <= 0:
+                raise ValueError(f"Cannot split into {n} parts: it must be positive")
             size = nrows // _const(n, dtype)
             check = _assert(
                 _op("Equal", size * _const(n, dtype), nrows),
@@ -1149,7 +1149,12 @@ def split(value, num_or_size_splits, axis=0, num=None, name=None):
                 size = _op("Identity", size)
             bounds = [size * _const(i, dtype) for i in builtins.range(n + 1)]
         else:
-            sizes = [int(x) for x in np.asarray(num_or_size_splits).ravel()]
+            given = num_or_size_splits
+            if isinstance(given, ops.Tensor):
+                given = ops.constant_value(given)
+                if given is None:
+                    raise ValueError("asyncflow's ragged split needs sizes known at build time")
+            sizes = [int(x) for x in np.asarray(given).ravel()]
             if any(x < 0 for x in sizes):
                 raise errors.InvalidArgumentError(
                     None, None, "`num_or_size_splits` must be non-negative."
