@@ -1223,8 +1223,9 @@ def matmul(
 
     Raises:
       ValueError: different dtypes or ranks, a rank below 2, or what asyncflow does not
-        multiply (a rank above 3, a transposed ragged `a`, ragged inner dimensions of
-        `a`).
+        multiply (a rank above 3, a transposed ragged `a`).
+      InvalidArgumentError: (when the step runs) a ragged inner dimension whose rows
+        differ in length, as TF's per-batch product fails.
     """
     with ops.name_scope(name, "RaggedMatMul", []):
         a, b = _convert(a, "a"), _convert(b, "b")
