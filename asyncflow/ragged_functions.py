@@ -1139,7 +1139,9 @@ def split(value, num_or_size_splits, axis=0, num=None, name=None):
         if isinstance(num_or_size_splits, (int, np.integer)):
             n = int(num_or_size_splits)
             if n <= 0:
-                raise ValueError(f"Cannot split into {n} parts: it must be positive")
+                raise ValueError(
+                    f"`num_or_size_splits` must be >=1 if it is an `int`.Received {n}."
+                )
             size = nrows // _const(n, dtype)
             check = _assert(
                 _op("Equal", size * _const(n, dtype), nrows),

@@ -149,6 +149,10 @@ CASES = {
     # split, dynamic_partition
     "split": (lambda: tf.split(_rt(), 3), [("RT", [[1, 2]]), ("RT", [[3]]), ("RT", [[4, 5, 6]])]),
     "split_sizes": (lambda: tf.split(_rt(), [1, 2]), [("RT", [[1, 2]]), ("RT", [[3], [4, 5, 6]])]),
+    "split_sizes_tensor": (
+        lambda: tf.split(_rt(), tf.constant([1, 2])),
+        [("RT", [[1, 2]]), ("RT", [[3], [4, 5, 6]])],
+    ),
     "split_num": (
         lambda: tf.split(_rt(), [1, 1, 1], num=3),
         [("RT", [[1, 2]]), ("RT", [[3]]), ("RT", [[4, 5, 6]])],
@@ -389,6 +393,11 @@ BUILD_ERRORS = {
         lambda: tf.split(_rt(), [1, -1]),
         errors.InvalidArgumentError,
         "`num_or_size_splits` must be non-negative.",
+    ),
+    "split_zero_parts": (
+        lambda: tf.split(_rt(), 0),
+        ValueError,
+        "`num_or_size_splits` must be >=1 if it is an `int`.Received 0.",
     ),
     "split_ragged_axis": (
         lambda: tf.split(_rt(), 2, axis=1),
