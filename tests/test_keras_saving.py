@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import asyncflow as tf
-from asyncflow.keras import saving as keras_saving
+from asyncflow.keras import saving_hdf5 as keras_saving
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))

@@ -259,3 +259,26 @@ def test_dtype_constructor():
             tf.DType(bad)
     with tf.Graph().as_default():
         assert tf.constant(1.0, dtype=tf.DType(2)).dtype is tf.float64
+
+
+def test_keras_saving_namespace_and_legacy_utils():
+    # (TF 2.21: keras.saving's save_model/load_model are keras.models'; the legacy
+    # utils keep Keras 2's signatures; the interpreter takes TF's delegate switches)
+    assert K.saving.save_model is K.models.save_model
+    assert K.saving.load_model is K.models.load_model
+    assert _params(K.utils.legacy.serialize_keras_object) == ["instance"]
+    assert _params(K.utils.legacy.deserialize_keras_object) == [
+        "identifier",
+        "module_objects",
+        "custom_objects",
+        "printable_module_name",
+    ]
+    with tf.Graph().as_default():
+        dense = K.utils.legacy.deserialize_keras_object(
+            {"class_name": "Dense", "config": {"units": 2}}, {"Dense": K.layers.Dense}
+        )
+        assert dense.units == 2
+    assert _params(tf.lite.Interpreter)[-2:] == [
+        "experimental_disable_delegate_clustering",
+        "experimental_default_delegate_latest_features",
+    ]

@@ -21,6 +21,7 @@ from asyncflow.keras import (
     optimizers,
     preprocessing,
     regularizers,
+    saving,
     utils,
 )
 from asyncflow.keras import dynamic_embedding as _dynamic_embedding
@@ -114,6 +115,7 @@ __all__ = [
     "optimizers",
     "preprocessing",
     "regularizers",
+    "saving",
     "utils",
     "Input",
     "Model",

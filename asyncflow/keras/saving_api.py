@@ -3,7 +3,8 @@ by the path, a `.keras` archive (saving_v3.py) or Keras' HDF5 file (saving.py)."
 
 from __future__ import annotations
 
-from asyncflow.keras import saving, saving_v3
+from asyncflow.keras import saving_hdf5 as saving
+from asyncflow.keras import saving_v3
 
 __all__ = ["save_model", "load_model"]
 

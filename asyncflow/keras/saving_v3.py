@@ -40,7 +40,8 @@ import zipfile
 
 import numpy as np
 
-from asyncflow.keras import backend, saving
+from asyncflow.keras import backend
+from asyncflow.keras import saving_hdf5 as saving
 from asyncflow.keras.model_config import KERAS_VERSION, model_from_config, saved_config
 from asyncflow.keras.network import Network
 from asyncflow.keras.serialization import CustomObjectScope, get_registered_name

@@ -26,8 +26,8 @@ from asyncflow.keras import (
     layer_configs,
     model_config,
     optimizers,
-    saving,
     saving_api,
+    saving_hdf5,
     saving_v3,
     training_generator,
 )
@@ -636,7 +636,7 @@ class Model(Network):
 
     def save(self, filepath, overwrite=True, save_format=None, **kwargs) -> None:
         """Save the whole model (config, weights, training config, optimizer state) as
-        Keras' HDF5 file (keras/saving.py) or, for a `.keras` path, as Keras' v3
+        Keras' HDF5 file (keras/saving_hdf5.py) or, for a `.keras` path, as Keras' v3
         archive (keras/saving_v3.py); keyword arguments as `save_model`'s.
 
         Raises:
@@ -655,7 +655,7 @@ class Model(Network):
         """
         from asyncflow.train import saver
 
-        fmt = (save_format or ("h5" if saving.is_hdf5_filepath(filepath) else "tf")).lower()
+        fmt = (save_format or ("h5" if saving_hdf5.is_hdf5_filepath(filepath) else "tf")).lower()
         if fmt not in ("h5", "hdf5", "tf", "tensorflow"):
             raise ValueError(
                 f"Unknown format. Received: `save_format`={save_format}. Was expecting one of "
@@ -670,7 +670,7 @@ class Model(Network):
             import h5py
 
             with h5py.File(filepath, "w") as f:
-                saving.save_weights_to_hdf5(f, self)
+                saving_hdf5.save_weights_to_hdf5(f, self)
             return
 
         # Keras' TF format makes the directory (its h5 format does not).
@@ -700,7 +700,7 @@ class Model(Network):
 
             with h5py.File(filepath, "r") as f:
                 group = f["model_weights"] if "layer_names" not in f.attrs else f
-                saving.load_weights_from_hdf5(group, self, by_name, skip_mismatch)
+                saving_hdf5.load_weights_from_hdf5(group, self, by_name, skip_mismatch)
             return None
         if by_name:
             raise NotImplementedError(
@@ -713,7 +713,7 @@ class Model(Network):
 
 
 def _is_hdf5(filepath) -> bool:
-    if saving.is_hdf5_filepath(filepath):
+    if saving_hdf5.is_hdf5_filepath(filepath):
         return True
     path = os.fspath(filepath)
     # A path with no checkpoint index next to it may still be an HDF5 file (Keras looks).

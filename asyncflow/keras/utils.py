@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncflow.keras import serialization as _serialization
 from asyncflow.keras.data_utils import get_file
 from asyncflow.keras.image_utils import array_to_img, img_to_array, load_img, save_img
 from asyncflow.keras.migration_utils import DeterministicRandomTestTool, StepsPerExecutionTuner
@@ -71,11 +72,18 @@ __all__ = [
 ]
 
 
-class _Legacy:
-    """`tf.keras.utils.legacy`: the Keras 2 object (de)serialization."""
+def _legacy_serialize(instance):
+    """Keras 2's serialize_keras_object (TF's argument name)."""
+    return serialize_keras_object(instance)
 
-    serialize_keras_object = staticmethod(serialize_keras_object)
-    deserialize_keras_object = staticmethod(deserialize_keras_object)
+
+class _Legacy:
+    """`tf.keras.utils.legacy`: the Keras 2 object (de)serialization, with its own
+    signatures (deserialize_keras_object(identifier, module_objects, custom_objects,
+    printable_module_name))."""
+
+    serialize_keras_object = staticmethod(_legacy_serialize)
+    deserialize_keras_object = staticmethod(_serialization.deserialize_keras_object)
 
 
 legacy = _Legacy()

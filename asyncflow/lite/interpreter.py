@@ -69,7 +69,11 @@ class Interpreter:
         num_threads=None,
         experimental_op_resolver_type=None,
         experimental_preserve_all_tensors=False,
+        experimental_disable_delegate_clustering=False,
+        experimental_default_delegate_latest_features=False,
     ):
+        # (the two delegate switches: this interpreter runs no delegates)
+        del experimental_disable_delegate_clustering, experimental_default_delegate_latest_features
         if model_path is None and model_content is None:
             raise ValueError("`model_path` or `model_content` must be specified.")
         if model_path is not None and model_content is not None:
