@@ -209,26 +209,23 @@ def _filter_values(f: np.ndarray, qw: Quant) -> np.ndarray:
     return f.astype(np.int64) - qw.zero_point.reshape(shape)
 
 
+def _weighted_out(acc, bias, o, outs, qin, qout, wide=False):
+    """A weighted sum's output: the bias added, rescaled by input scale * weight scale
+    over the output scale, the fused activation applied, in the output type."""
+    if bias is not None:
+        acc = acc + bias.astype(np.int64)
+    mult, shift = _conv_multipliers(qin[0], qin[1], qout[0])
+    act = o.get("fused_activation_function", 0)
+    return _requantize_out(acc, mult, shift, qout[0], act, outs[0][1], wide)
+
+
 def _conv_2d(ins, o, outs, qin, qout):
     x, f, bias = ins[0], ins[1], ins[2] if len(ins) > 2 else None
     if x.ndim != 4 or f.ndim != 4 or x.shape[3] != f.shape[3]:
         raise KernelError("CONV_2D needs 4-D input and filter with matching depth")
     win = _int_windows(x, qin[0], o, f.shape[1], f.shape[2])
     acc = np.tensordot(win, _filter_values(f, qin[1]), axes=([3, 4, 5], [1, 2, 3]))
-    if bias is not None:
-        acc = acc + bias.astype(np.int64)
-    mult, shift = _conv_multipliers(qin[0], qin[1], qout[0])
-    return [
-        _requantize_out(
-            acc,
-            mult,
-            shift,
-            qout[0],
-            o.get("fused_activation_function", 0),
-            outs[0][1],
-            _wide(outs),
-        )
-    ]
+    return [_weighted_out(acc, bias, o, outs, qin, qout, _wide(outs))]
 
 
 def _depthwise(ins, o, outs, qin, qout):
@@ -240,20 +237,7 @@ def _depthwise(ins, o, outs, qin, qout):
     win = _int_windows(x, qin[0], o, f.shape[1], f.shape[2])
     filt = _filter_values(f, qin[1])[0].reshape(f.shape[1], f.shape[2], cin, mult_c)
     acc = np.einsum("nhwijc,ijcm->nhwcm", win, filt).reshape(win.shape[:3] + (cin * mult_c,))
-    if bias is not None:
-        acc = acc + bias.astype(np.int64)
-    mult, shift = _conv_multipliers(qin[0], qin[1], qout[0])
-    return [
-        _requantize_out(
-            acc,
-            mult,
-            shift,
-            qout[0],
-            o.get("fused_activation_function", 0),
-            outs[0][1],
-            _wide(outs),
-        )
-    ]
+    return [_weighted_out(acc, bias, o, outs, qin, qout, _wide(outs))]
 
 
 def _fully_connected(ins, o, outs, qin, qout):
@@ -263,13 +247,8 @@ def _fully_connected(ins, o, outs, qin, qout):
         raise KernelError("FULLY_CONNECTED input size is not a multiple of the weights' depth")
     xs = x.astype(np.int64).reshape(-1, depth) - qin[0].z
     acc = xs @ (w.astype(np.int64) - qin[1].zero_point.reshape(-1, 1)).T
-    if bias is not None:
-        acc = acc + bias.astype(np.int64)
-    mult, shift = _conv_multipliers(qin[0], qin[1], qout[0])
     # TFLite's 16x8 FULLY_CONNECTED rescales with the int32 form, unlike its convolutions.
-    act = o.get("fused_activation_function", 0)
-    y = _requantize_out(acc, mult, shift, qout[0], act, outs[0][1])
-    return [y.reshape(outs[0][0])]
+    return [_weighted_out(acc, bias, o, outs, qin, qout).reshape(outs[0][0])]
 
 
 def _add_or_sub(sign: int):
