@@ -432,22 +432,25 @@ def _string_array(value: Any) -> np.ndarray:
     return out
 
 
+def _mismatch(leaf: Any, dtype: DType, value: Any) -> TypeError:
+    # (a composite tensor, SparseTensor or RaggedTensor, gets TF's wording for
+    # unconvertible elements; other values TF's "Expected <dtype>")
+    if hasattr(leaf, "dense_shape") or hasattr(leaf, "flat_values"):
+        return _unconvertible(value)
+    return TypeError(
+        f"Expected {dtype.name}, got {leaf!r} of type '{type(leaf).__name__}' instead."
+    )
+
+
 def _check_python_cast(leaves: list[Any], dtype: DType, value: Any = None) -> None:
     """Rejects Python values the target dtype cannot hold exactly, as TF does."""
-    for leaf in leaves:
-        # (a composite tensor, SparseTensor or RaggedTensor, gets TF's wording for
-        # unconvertible elements; other objects TF's "Expected <dtype>" below)
-        if hasattr(leaf, "dense_shape") or hasattr(leaf, "flat_values"):
-            raise _unconvertible(value)
     if dtype.is_integer or dtype.is_bool:
         for leaf in leaves:
             ok = isinstance(leaf, int | np.integer | np.bool_)
             if dtype.is_bool and not isinstance(leaf, builtins.bool | np.bool_):
                 ok = False
             if not ok:
-                raise TypeError(
-                    f"Expected {dtype.name}, got {leaf!r} of type '{type(leaf).__name__}' instead."
-                )
+                raise _mismatch(leaf, dtype, value)
         if dtype.is_integer:
             # TF1 (and TF 2.21 in graph mode) wraps a 64-bit integer modulo the target's
             # width: constant(300, uint8) is 44, constant(-1, uint32) is 4294967295.
@@ -461,9 +464,7 @@ def _check_python_cast(leaves: list[Any], dtype: DType, value: Any = None) -> No
                 dtype.is_complex and isinstance(leaf, complex)
             )
             if not number:  # a string, a complex for a real type, None, an object
-                raise TypeError(
-                    f"Expected {dtype.name}, got {leaf!r} of type '{type(leaf).__name__}' instead."
-                )
+                raise _mismatch(leaf, dtype, value)
 
 
 def convert_to_numpy(value: Any, dtype: Any = None) -> np.ndarray:
