@@ -1,0 +1,75 @@
+"""TF 2 SavedModels with lookup tables and assets, as TF 2.21 writes them, through
+`tf.compat.v1.saved_model.load_v2` in graph mode: the restored resources' creator and
+initializer functions, the assets' paths, the constants the functions captured.
+Expected values: tests/fixtures/saved_model_s28/expected.json, printed by TF 2.21's
+load_v2 on the same directories (tests/fixtures/record_saved_model_s28_tf.py)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+
+pytestmark = pytest.mark.timeout(60)
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "saved_model_s28"
+EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
+
+
+def test_text_file_table_and_asset(tmp_path):
+    # A copy elsewhere: the asset's path follows the SavedModel's directory.
+    where = tmp_path / "moved"
+    shutil.copytree(FIXTURES / "text_table", where)
+    want = EXPECTED["text_table"]
+    with tf.Graph().as_default():
+        m = tf.saved_model.load_v2(str(where))
+        sig = m.signatures["serving_default"](
+            x=tf.constant([[1.0, 1.0]]), s=tf.constant(["b", "zz", "c", "a"])
+        )
+        direct = m.f(tf.constant([[1.0, 2.0], [0.0, 1.0]]), tf.constant(["c"]))
+        assert len(tf.get_collection(tf.GraphKeys.TABLE_INITIALIZERS)) == want[
+            "table_initializers"
+        ]
+        with tf.Session() as sess:
+            sess.run([tf.tables_initializer(), tf.global_variables_initializer()])
+            a, b = sess.run([sig, direct])
+            path = sess.run(m.table._initializer._filename.asset_path).decode()
+    assert {k: v.tolist() for k, v in a.items()} == want["signature"]
+    assert {k: v.tolist() for k, v in b.items()} == want["direct"]
+    assert path == str(where) + want["asset_suffix"]
+
+
+def test_key_value_and_vocabulary_tables():
+    with tf.Graph().as_default():
+        m = tf.saved_model.load_v2(str(FIXTURES / "kv_table"))
+        r = m.signatures["serving_default"](s=tf.constant(["x", "y", "q", "b", "nope"]))
+        with tf.Session() as sess:
+            sess.run(tf.tables_initializer())
+            got = sess.run(r)
+    assert {k: v.tolist() for k, v in got.items()} == EXPECTED["kv_table"]
+
+
+def test_table_not_initialized_fails_as_tf():
+    with tf.Graph().as_default():
+        m = tf.saved_model.load_v2(str(FIXTURES / "kv_table"))
+        r = m.signatures["serving_default"](s=tf.constant(["x"]))
+        with tf.Session() as sess, pytest.raises(tf.errors.FailedPreconditionError):
+            sess.run(r)
+
+
+def test_tables_through_the_tf1_loader():
+    with tf.Session(graph=tf.Graph()) as sess:
+        mg = tf.saved_model.loader.load(sess, ["serve"], str(FIXTURES / "text_table"))
+        sig = mg.signature_def["serving_default"]
+        got = sess.run(
+            {k: v.name for k, v in sig.outputs.items()},
+            {sig.inputs["x"].name: [[1.0, 1.0]], sig.inputs["s"].name: ["b", "zz", "c", "a"]},
+        )
+    want = EXPECTED["text_table"]["signature"]
+    assert got["ids"].tolist() == want["ids"]
+    np.testing.assert_array_equal(got["y"], want["y"])
