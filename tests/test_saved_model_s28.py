@@ -32,9 +32,9 @@ def test_text_file_table_and_asset(tmp_path):
             x=tf.constant([[1.0, 1.0]]), s=tf.constant(["b", "zz", "c", "a"])
         )
         direct = m.f(tf.constant([[1.0, 2.0], [0.0, 1.0]]), tf.constant(["c"]))
-        assert len(tf.get_collection(tf.GraphKeys.TABLE_INITIALIZERS)) == want[
-            "table_initializers"
-        ]
+        assert (
+            len(tf.get_collection(tf.GraphKeys.TABLE_INITIALIZERS)) == want["table_initializers"]
+        )
         with tf.Session() as sess:
             sess.run([tf.tables_initializer(), tf.global_variables_initializer()])
             a, b = sess.run([sig, direct])
@@ -73,3 +73,78 @@ def test_tables_through_the_tf1_loader():
     want = EXPECTED["text_table"]["signature"]
     assert got["ids"].tolist() == want["ids"]
     np.testing.assert_array_equal(got["y"], want["y"])
+
+
+# -- asyncflow's save: tables and assets -----------------------------------------------
+OURS = EXPECTED["asyncflow_saved"]  # what TF 2.21 computed on the directory we wrote
+X, S = [[1.0, 1.0], [2.0, 0.0]], ["b", "zz", "c", "a", "q"]
+
+
+def _save(tmp_path):
+    from tests.fixtures import saved_model_s28_cases as cases
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("a\nb\nc\n")
+    out = tmp_path / "model"
+    cases.save(str(out), str(vocab))
+    vocab.unlink()  # the SavedModel holds its own copy
+    return out
+
+
+def test_save_tables_then_load_v2_gives_tfs_values(tmp_path):
+    out = _save(tmp_path)
+    assert sorted(p.name for p in (out / "assets").iterdir()) == ["vocab.txt"]
+    assert (out / "assets" / "vocab.txt").read_text() == "a\nb\nc\n"
+    with tf.Graph().as_default():
+        m = tf.saved_model.load_v2(str(out))
+        sig = m.signatures["serving_default"](x=tf.constant(X), s=tf.constant(S))
+        direct = m.f(tf.constant(X), tf.constant(S))
+        with tf.Session() as sess:
+            sess.run([tf.tables_initializer(), tf.global_variables_initializer()])
+            a, b = sess.run([sig, direct])
+    assert {k: v.tolist() for k, v in a.items()} == OURS["graph_signature"]
+    assert {k: v.tolist() for k, v in b.items()} == OURS["eager_f"]
+
+
+def test_save_tables_serves_through_the_tf1_loader(tmp_path):
+    out = _save(tmp_path)
+    with tf.Session(graph=tf.Graph()) as sess:
+        mg = tf.saved_model.loader.load(sess, ["serve"], str(out))
+        sig = mg.signature_def["serving_default"]
+        got = sess.run(
+            {k: v.name for k, v in sig.outputs.items()},
+            {sig.inputs["x"].name: X, sig.inputs["s"].name: S},
+        )
+    assert {k: v.tolist() for k, v in got.items()} == OURS["tf1_loader"]
+    assert [a.filename for a in mg.asset_file_def] == OURS["asset_file_def"]
+
+
+def test_signature_arguments_in_keyword_order(tmp_path):
+    # TF's loaders flatten a signature's keyword arguments sorted: the wrapper takes
+    # "s" before "x" although the function takes x first.
+    from asyncflow.protos import saved_model_pb2
+
+    out = _save(tmp_path)
+    sm = saved_model_pb2.SavedModel.FromString((out / "saved_model.pb").read_bytes())
+    og = sm.meta_graphs[0].object_graph_def
+    wrappers = [n.bare_concrete_function for n in og.nodes if n.HasField("bare_concrete_function")]
+    assert [list(w.argument_keywords) for w in wrappers] == [["s", "x"]]
+    lib = {f.signature.name: f for f in sm.meta_graphs[0].graph_def.library.function}
+    fdef = lib[wrappers[0].concrete_function_name]
+    assert [a.type for a in fdef.signature.input_arg[:2]] == [
+        tf.string.as_datatype_enum,
+        tf.float32.as_datatype_enum,
+    ]
+
+
+def test_save_missing_vocabulary_file_is_an_error(tmp_path):
+    vocab = tmp_path / "gone.txt"
+    with tf.Graph().as_default():
+        m = tf.Module()
+        m.table = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(str(vocab), tf.string, -2, tf.int64, -1),
+            -1,
+        )
+        # (TF 2.21 writes the model without the file; it then fails to load)
+        with tf.Session(), pytest.raises(tf.errors.NotFoundError, match="gone.txt does not exist"):
+            tf.saved_model.save(m, str(tmp_path / "m"))
