@@ -51,7 +51,8 @@ def test_key_value_and_vocabulary_tables():
         with tf.Session() as sess:
             sess.run(tf.tables_initializer())
             got = sess.run(r)
-    assert {k: v.tolist() for k, v in got.items()} == EXPECTED["kv_table"]
+    want = {k: v for k, v in EXPECTED["kv_table"].items() if k != "fingerprint_tf"}
+    assert {k: v.tolist() for k, v in got.items()} == want
 
 
 def test_table_not_initialized_fails_as_tf():
@@ -148,3 +149,59 @@ def test_save_missing_vocabulary_file_is_an_error(tmp_path):
         # (TF 2.21 writes the model without the file; it then fails to load)
         with tf.Session(), pytest.raises(tf.errors.NotFoundError, match="gone.txt does not exist"):
             tf.saved_model.save(m, str(tmp_path / "m"))
+
+
+# -- fingerprint.pb ---------------------------------------------------------------------
+def _our_hashes(directory):
+    from asyncflow.protos import saved_model_pb2
+    from asyncflow.saved_model import fingerprinting
+
+    raw = (directory / "saved_model.pb").read_bytes()
+    sm = saved_model_pb2.SavedModel.FromString(raw)
+    return fingerprinting.create_fingerprint_def(raw, sm, str(directory))
+
+
+@pytest.mark.parametrize("name", ["text_table", "kv_table"])
+def test_fingerprint_hashes_of_tfs_models_are_tfs(name):
+    want = EXPECTED[name]["fingerprint_tf"]
+    fp = _our_hashes(FIXTURES / name)
+    for field in (
+        "graph_def_program_hash",
+        "signature_def_hash",
+        "saved_object_graph_hash",
+        "checkpoint_hash",
+    ):
+        assert getattr(fp, field) == want[field], field
+
+
+def test_save_writes_the_fingerprint_tf_computes(tmp_path):
+    from asyncflow.protos.fingerprint_pb2 import FingerprintDef
+    from asyncflow.saved_model import fingerprinting
+
+    out = _save(tmp_path)
+    fp = FingerprintDef.FromString((out / "fingerprint.pb").read_bytes())
+    tf_fp = OURS["fingerprint_tf"]  # TF's own fingerprinting of the directory we wrote
+    assert [fp.signature_def_hash, fp.saved_object_graph_hash, fp.checkpoint_hash] == [
+        tf_fp["signature_def_hash"],
+        tf_fp["saved_object_graph_hash"],
+        tf_fp["checkpoint_hash"],
+    ]
+    # TF's read_fingerprint read the file we wrote (producer 4, as TF 2.21's).
+    assert OURS["fingerprint_read"] == [
+        fp.signature_def_hash,
+        fp.saved_object_graph_hash,
+        fp.checkpoint_hash,
+        fp.version.producer,
+    ]
+    assert fp.saved_model_checksum == fingerprinting.fingerprint64(
+        (out / "saved_model.pb").read_bytes()
+    )
+    assert len(fp.uuid) >= 20 and fp.uuid.isdigit()
+
+
+def test_fingerprint_cat64_chain():
+    from asyncflow.saved_model.fingerprinting import fingerprint_cat64
+
+    # Order matters, and the result stays 64-bit.
+    a, b = fingerprint_cat64(1, 2), fingerprint_cat64(2, 1)
+    assert a != b and 0 <= a < 2**64 and 0 <= b < 2**64

@@ -10,6 +10,7 @@ What is written is what TF 2's loaders read (object_loader.py reads it back):
   SavedObjectGraph lists the objects: node 0 the root, then, breadth first, each
   object's trackable children (modules, variables), its tf.functions (attribute name
   order), and under the root "signatures";
+- fingerprint.pb: the hashes TF 2.21 computes of the rest (saved_model/fingerprinting.py);
 - variables/variables: a V2 bundle written by SaveV2 in the default session, keyed by
   object path ("inner/w/.ATTRIBUTES/VARIABLE_VALUE") with the TrackableObjectGraph of
   the same nodes under "_CHECKPOINTABLE_OBJECT_GRAPH" (both graphs number nodes alike).
@@ -50,6 +51,7 @@ from asyncflow.protos import saved_object_graph_pb2 as sog
 from asyncflow.protos.saved_model_pb2 import SavedModel
 from asyncflow.protos.trackable_object_graph_pb2 import TrackableObjectGraph
 from asyncflow.resource_variable import ResourceVariable
+from asyncflow.saved_model import fingerprinting
 from asyncflow.saved_model.builder import INIT_OP_SIGNATURE_KEY
 from asyncflow.saved_model.save_options import Asset
 from asyncflow.tf_function import ConcreteFunction, Function
@@ -700,5 +702,7 @@ def save(obj, export_dir, signatures=None, options=None):
             tensors,
         )
     session.run(op)
+    raw = saved_model.SerializeToString(deterministic=True)
     with open(os.path.join(export_dir, "saved_model.pb"), "wb") as f:
-        f.write(saved_model.SerializeToString())
+        f.write(raw)
+    fingerprinting.write(raw, saved_model, export_dir)
