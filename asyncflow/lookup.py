@@ -138,6 +138,52 @@ class StaticHashTable(_Table):
     def initializer(self):
         return self._init_op
 
+    def _trackable_children(self) -> list:
+        """Its initializer, as TF tracks it (a SavedModel adds the resource functions,
+        `_resource_functions`)."""
+        return [("_initializer", self._initializer)]
+
+    def _resource_functions(self) -> list:
+        """(name, tf.function) of what a TF 2 SavedModel keeps of the table: one creating
+        the HashTableV2 handle, one filling it (its captures: this table's handle and
+        the initializer's asset or constants; it returns 1), one releasing it (nothing
+        to release here: it returns 1)."""
+        if getattr(self, "_saved_functions", None) is None:
+            from asyncflow import tf_function
+            from asyncflow.ops import array_ops
+
+            handle_op = self._handle.op
+            attrs = {
+                key: handle_op.get_attr(key)
+                for key in ("container", "shared_name", "use_node_name_sharing")
+            }
+
+            shared = attrs.pop("shared_name")
+
+            def _creator():
+                return _table_op(
+                    "HashTableV2", "hash_table", self._key_dtype, self._value_dtype,
+                    shared, attrs,
+                )  # fmt: skip
+
+            def _initializer():
+                op = self._initializer._fill_op(self._handle)
+                with ops.control_dependencies([op]):
+                    return array_ops.constant(1, dtype=dtypes.int32)
+
+            def _destroyer():
+                return array_ops.constant(1, dtype=dtypes.int32)
+
+            self._saved_functions = [
+                (name, tf_function.function(fn, input_signature=[]))
+                for name, fn in (
+                    ("_create_resource", _creator),
+                    ("_initialize", _initializer),
+                    ("_destroy_resource", _destroyer),
+                )
+            ]
+        return self._saved_functions
+
 
 HashTable = StaticHashTable  # (TF1's tf.contrib.lookup name)
 
@@ -158,6 +204,17 @@ class KeyValueTensorInitializer:
             raise ValueError(
                 f"Dimensions must be equal for keys and values: shapes {ks} and {vs}."
             )
+
+    def _trackable_children(self) -> list:
+        return []
+
+    def _fill_op(self, handle):
+        """The op filling table `handle` (in a SavedModel's initializer function)."""
+        return ops.apply_op(
+            "LookupTableImportV2",
+            [handle, self._keys, self._values],
+            {"Tin": self.key_dtype, "Tout": self.value_dtype},
+        )
 
     def initialize(self, table):
         with ops.name_scope(self._name):
@@ -213,8 +270,36 @@ class TextFileInitializer:
             "offset": int(value_index_offset),
         }
         self._name = name or "text_file_init"
+        self._asset = None
+        self._graph = None
+
+    def _trackable_children(self) -> list:
+        """The vocabulary file as an Asset (TF's "_filename"), when it is a path."""
+        if self._asset is None and isinstance(self._filename, str | bytes):
+            from asyncflow.saved_model.save_options import Asset
+
+            # (in the table's graph, whatever graph is the default when asked)
+            graph = self._graph or ops.get_default_graph()
+            with graph.as_default():
+                self._asset = Asset(self._filename)
+        return [("_filename", self._asset)] if self._asset is not None else []
+
+    def _fill_op(self, handle):
+        """The op filling table `handle` from the asset's path (in a SavedModel's
+        initializer function)."""
+        if not self._trackable_children():
+            raise ValueError(
+                f"save: the vocabulary file of {self._name} is a tensor, not a path; a "
+                "SavedModel can only hold a file given by its path"
+            )
+        return ops.apply_op(
+            "InitializeTableFromTextFileV2",
+            [handle, self._asset.asset_path],
+            dict(self._args),
+        )
 
     def initialize(self, table):
+        self._graph = ops.get_default_graph()
         with ops.name_scope(self._name):
             fn = ops.convert_to_tensor(self._filename, dtype=dtypes.string, name="asset_filepath")
             op = ops.apply_op(
@@ -242,6 +327,13 @@ class StaticVocabularyTable(_Table):
             self._table = StaticHashTable(initializer, -1)
         key_dtype = dtypes.as_dtype(lookup_key_dtype or initializer.key_dtype)
         super().__init__(key_dtype, dtypes.int64, self._table.resource_handle, None)
+
+    def _trackable_children(self) -> list:
+        """As TF's: the vocabulary table is the resource (its handle, its functions)."""
+        return self._table._trackable_children()
+
+    def _resource_functions(self) -> list:
+        return self._table._resource_functions()
 
     @property
     def initializer(self):

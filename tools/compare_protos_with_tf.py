@@ -41,6 +41,7 @@ PAIRS = {
     "meta_graph": "tensorflow.core.protobuf.meta_graph_pb2",
     "control_flow": "tensorflow.core.protobuf.control_flow_pb2",
     "saved_model": "tensorflow.core.protobuf.saved_model_pb2",
+    "fingerprint": "tensorflow.core.protobuf.fingerprint_pb2",
     "tensor_slice": "tensorflow.core.framework.tensor_slice_pb2",
     "tensor_bundle": "tensorflow.core.protobuf.tensor_bundle_pb2",
     "checkpoint_state": "tensorflow.python.training.checkpoint_state_pb2",

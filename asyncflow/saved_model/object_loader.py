@@ -33,7 +33,7 @@ import os
 
 from asyncflow import dtypes, graph_io, nest, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.framework_extras import TensorSpec
+from asyncflow.framework_extras import TensorSpec, make_ndarray
 from asyncflow.ops import array_ops, io_ops
 from asyncflow.protos.graph_debug_info_pb2 import GraphDebugInfo
 from asyncflow.protos.graph_pb2 import GraphDef
@@ -53,6 +53,71 @@ _DEBUG_INFO = os.path.join("debug", "saved_model_debug_info.pb")
 class _UserObject:
     """A restored user object (tf.Module, AutoTrackable): its saved children as
     attributes."""
+
+
+class _RestoredAsset:
+    """A restored `tf.saved_model.Asset`: `asset_path` is the file's path under the
+    SavedModel's assets/ directory, a string constant in the default graph."""
+
+    def __init__(self, path: str):
+        self._path = path
+        self._tensor = None
+
+    @property
+    def asset_path(self):
+        if self._tensor is None:
+            with ops.device("/device:CPU:0"):
+                self._tensor = array_ops.constant(self._path, name="asset_path")
+        return self._tensor
+
+
+class _RestoredConstant:
+    """A tensor a saved function captured by value (SavedConstant): the Const node of
+    the meta graph's GraphDef it names, rebuilt in the default graph."""
+
+    def __init__(self, node):
+        self._node = node
+        self._tensor = None
+
+    @property
+    def tensor(self):
+        if self._tensor is None:
+            value = make_ndarray(self._node.attr["value"].tensor)
+            dtype = dtypes.as_dtype(self._node.attr["dtype"].type)
+            self._tensor = array_ops.constant(value, dtype=dtype, name=self._node.name)
+        return self._tensor
+
+
+class _RestoredResource(_UserObject):
+    """A restored resource (a lookup table, ...): its `_create_resource` function makes
+    the handle; its `_initialize` function (captures: the resource, its assets) runs
+    with the graph's table initializers, as TF's loader adds it in graph mode."""
+
+    def __init__(self, device: str):
+        self._resource_device = device
+        self._resource_handle_value = None
+
+    @property
+    def resource_handle(self):
+        if self._resource_handle_value is None:
+            create = getattr(self, "_create_resource", None)
+            if create is None:
+                raise ValueError("load_v2: a saved resource has no _create_resource function")
+            with ops.device(self._resource_device):
+                self._resource_handle_value = create()
+        return self._resource_handle_value
+
+    def _restore(self):
+        """The handle, and the initializer added to TABLE_INITIALIZERS."""
+        handle = self.resource_handle
+        init = getattr(self, "_initialize", None)
+        if init is not None:
+            with ops.device(self._resource_device):
+                out = init()
+            if out is not None:
+                for t in nest.flatten(out):
+                    ops.add_to_collection(ops.GraphKeys.TABLE_INITIALIZERS, t)
+        return handle
 
 
 class _SignatureMap(collections.abc.Mapping):
@@ -139,6 +204,9 @@ class _Loader:
                     obj._signatures[child.local_name] = value
                 elif isinstance(obj, _UserObject):
                     setattr(obj, child.local_name, value)
+        for obj in self.nodes:
+            if isinstance(obj, _RestoredResource):
+                obj._restore()
         return self.nodes[0]
 
     def _create(self, i, node):
@@ -153,7 +221,21 @@ class _Loader:
             return RestoredFunction(self, node.function)
         if kind == "bare_concrete_function":
             return _WrapperFunction(self, node.bare_concrete_function)
-        # Kinds the fixtures do not hold (assets, constants, resources) load as plain
+        if kind == "asset":
+            index = node.asset.asset_file_def_index
+            if index >= len(self.mg.asset_file_def):
+                raise ValueError(f"load_v2: asset node {i} names asset {index}, which is absent")
+            name = self.mg.asset_file_def[index].filename
+            return _RestoredAsset(os.path.join(self.export_dir, "assets", name))
+        if kind == "constant":
+            name = node.constant.operation
+            found = [nd for nd in self.mg.graph_def.node if nd.name == name]
+            if not found or found[0].op != "Const":
+                raise ValueError(f"load_v2: constant node {i} names {name!r}, no Const there")
+            return _RestoredConstant(found[0])
+        if kind == "resource":
+            return _RestoredResource(node.resource.device)
+        # Other kinds (captured_tensor, a Keras layer's bookkeeping) load as plain
         # objects so that the rest of the model is still usable.
         return _UserObject()
 
@@ -222,6 +304,12 @@ class _Loader:
     def _handle(obj):
         if isinstance(obj, ResourceVariable):
             return obj.handle
+        if isinstance(obj, _RestoredResource):
+            return obj.resource_handle
+        if isinstance(obj, _RestoredAsset):
+            return obj.asset_path
+        if isinstance(obj, _RestoredConstant):
+            return obj.tensor
         raise ValueError(f"load_v2: a restored function captures a {type(obj).__name__}")
 
 

@@ -10,9 +10,18 @@ What is written is what TF 2's loaders read (object_loader.py reads it back):
   SavedObjectGraph lists the objects: node 0 the root, then, breadth first, each
   object's trackable children (modules, variables), its tf.functions (attribute name
   order), and under the root "signatures";
+- fingerprint.pb: the hashes TF 2.21 computes of the rest (saved_model/fingerprinting.py);
 - variables/variables: a V2 bundle written by SaveV2 in the default session, keyed by
   object path ("inner/w/.ATTRIBUTES/VARIABLE_VALUE") with the TrackableObjectGraph of
   the same nodes under "_CHECKPOINTABLE_OBJECT_GRAPH" (both graphs number nodes alike).
+
+A lookup table (StaticHashTable, StaticVocabularyTable) is a resource node whose
+`_create_resource`, `_initialize` and `_destroy_resource` functions TF's loaders call;
+its vocabulary file is an asset, copied into assets/ and fed (asset_file_def) to the
+table's initializer call, which the init op ("__saved_model_init_op") runs for TF1's
+loader.  A Const a function captures (a table's default value, its keys) is a
+SavedConstant beside a Const node of the same value.  A signature's FunctionDef takes
+its keyword arguments sorted, as TF's loaders flatten them.
 
 A tf.function is saved with its traces (its input_signature's when it has one); one
 never traced is saved with none, as TF saves it (calling it after loading fails).  A
@@ -30,10 +39,11 @@ from __future__ import annotations
 import collections
 import inspect
 import os
+import shutil
 
-from asyncflow import dtypes, nest, tensor_shape, trackable
+from asyncflow import dtypes, errors, nest, tensor_shape, trackable
 from asyncflow import graph as ops
-from asyncflow.framework_extras import TensorSpec, make_tensor_proto
+from asyncflow.framework_extras import TensorSpec, make_ndarray, make_tensor_proto
 from asyncflow.graph_io import GRAPH_DEF_VERSION
 from asyncflow.meta_graph import TENSORFLOW_VERSION
 from asyncflow.ops import array_ops, io_ops
@@ -41,7 +51,9 @@ from asyncflow.protos import saved_object_graph_pb2 as sog
 from asyncflow.protos.saved_model_pb2 import SavedModel
 from asyncflow.protos.trackable_object_graph_pb2 import TrackableObjectGraph
 from asyncflow.resource_variable import ResourceVariable
+from asyncflow.saved_model import fingerprinting
 from asyncflow.saved_model.builder import INIT_OP_SIGNATURE_KEY
+from asyncflow.saved_model.save_options import Asset
 from asyncflow.tf_function import ConcreteFunction, Function
 from asyncflow.tf_function_export import _function_def
 
@@ -142,6 +154,21 @@ def _output_spec(t, name):
     return TensorSpec(t.shape, t.dtype.base_dtype, name)
 
 
+def _is_resource(obj) -> bool:
+    """A tracked resource (a lookup table): saved with its creator, initializer and
+    destroyer functions."""
+    return hasattr(obj, "_resource_functions") and not isinstance(obj, Function)
+
+
+class _Constant:
+    """A Const tensor a saved function captures: a SavedConstant node and a Const node of
+    the same value in the saved graph."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+        self.name = None  # its Const node's name in the saved GraphDef
+
+
 class _Saver:
     def __init__(self, root, signatures):
         self.root = root
@@ -153,6 +180,8 @@ class _Saver:
         # (TF checks the signatures first)
         self.signatures = self._signatures(signatures)
         self._walk()
+        self.assets = [o for o in self.objects if isinstance(o, Asset)]
+        self._add_constants()
         self.library: list = []
         self.concrete: dict = {}  # function name -> SavedConcreteFunction
         self._count = 0
@@ -177,6 +206,8 @@ class _Saver:
                 continue
             prefix = self.paths[i] + "/" if self.paths[i] else ""
             named = list(trackable.children_of(obj)) + _functions_of(obj)
+            if _is_resource(obj):
+                named += obj._resource_functions()
             for name, child in named:
                 if trackable.is_variable(child) and not isinstance(child, ResourceVariable):
                     raise TypeError(
@@ -208,12 +239,39 @@ class _Saver:
             out[key] = fn
         return out
 
+    def _captures(self) -> dict:
+        """id of a tensor a function may capture -> the node that stands for it."""
+        out = {}
+        for i, obj in enumerate(self.objects):
+            if isinstance(obj, ResourceVariable):
+                out[id(obj.handle)] = i
+            elif _is_resource(obj):
+                out[id(obj.resource_handle)] = i
+            elif isinstance(obj, Asset):
+                out[id(obj.asset_path)] = i
+            elif isinstance(obj, _Constant):
+                out[id(obj.tensor)] = i
+        return out
+
+    def _add_constants(self) -> None:
+        """A node for each Const tensor a saved function captures (after the walk's
+        nodes, so that their ids stand)."""
+        concretes = [c for o in self.objects if isinstance(o, Function) for c in _traces(o)]
+        concretes += list(self.signatures.values())
+        known = self._captures()
+        for concrete in concretes:
+            for t in concrete.captured_inputs:
+                if id(t) in known:
+                    continue
+                if t.op.type != "Const":
+                    raise ValueError(
+                        f"save: {concrete.name} captures {t.name}, which is not a variable, "
+                        "table, asset or constant of the saved object"
+                    )
+                known[id(t)] = self._add(_Constant(t), "")
+
     def _bound_inputs(self, concrete) -> list:
-        handles = {
-            id(obj.handle): i
-            for i, obj in enumerate(self.objects)
-            if isinstance(obj, ResourceVariable)
-        }
+        handles = self._captures()
         bound = []
         for t in concrete.captured_inputs:
             if id(t) not in handles:
@@ -227,6 +285,15 @@ class _Saver:
     def _name(self, base: str) -> str:
         self._count += 1
         return f"__inference_{base}_{self._count}"
+
+    def _const_name(self, base: str) -> str:
+        taken = {o.name for o in self.objects if isinstance(o, _Constant)}
+        taken |= {o.op.name for o in self.objects if isinstance(o, ResourceVariable)}
+        name, k = "Const", 0
+        while name in taken:
+            k += 1
+            name = f"Const_{k}"
+        return name
 
     def function_node(self, name, fn, saved) -> None:
         for concrete in _traces(fn):
@@ -269,6 +336,14 @@ class _Saver:
         flat = nest.flatten(outputs)
         fname = self._name("signature_wrapper")
         fdef = _function_def(concrete.graph, fname)
+        # A signature's arguments are keywords, flattened in sorted order (as a dict is)
+        # by every loader: the wrapper takes them so, its captures after them.
+        ranked = sorted(range(len(keywords)), key=lambda k: keywords[k])
+        in_args = list(fdef.signature.input_arg)
+        del fdef.signature.input_arg[:]
+        fdef.signature.input_arg.extend([in_args[k] for k in ranked] + in_args[len(keywords) :])
+        specs = [specs[k] for k in ranked]
+        keywords = [keywords[k] for k in ranked]
         order = sorted(named)
         position = {id(t): k for k, t in enumerate(flat)}
         args = list(fdef.signature.output_arg)
@@ -316,6 +391,12 @@ class _Saver:
             elif isinstance(obj, Function):
                 parent = self.paths[i].rsplit("/", 1)[-1]
                 self.function_node(parent, obj, node.function)
+            elif _is_resource(obj):
+                node.resource.SetInParent()
+            elif isinstance(obj, Asset):
+                node.asset.asset_file_def_index = self.assets.index(obj)
+            elif isinstance(obj, _Constant):
+                node.constant.operation = obj.name = self._const_name(obj.tensor.op.name)
             else:
                 node.user_object.identifier = "_generic_user_object"
                 node.user_object.version.producer = 1
@@ -415,7 +496,92 @@ def _saver_ops(saver: _Saver, mg, handles: dict) -> None:
     sd.version = sd.V2
 
 
-def _meta_graph(saver: _Saver, mg, built) -> None:
+def _asset_names(saver: _Saver, session) -> list:
+    """(source path, file name under assets/) of each asset, in asset_file_def order."""
+    out, taken = [], {}
+    for asset in saver.assets:
+        t = asset.asset_path
+        if t.op.type == "Const":
+            path = make_ndarray(t.op.get_attr("value")).item()
+        else:
+            path = session.run(t)
+        path = os.fsdecode(path)
+        if not os.path.isfile(path):
+            # (TF 2.21 writes the SavedModel without the file, which then fails to load)
+            raise errors.NotFoundError(None, None, f"save: asset file {path} does not exist")
+        base = name = os.path.basename(path)
+        stem, ext = os.path.splitext(base)
+        k = 0
+        while taken.get(name, path) != path:
+            k += 1
+            name = f"{stem}_{k}{ext}"
+        taken[name] = path
+        out.append((path, name))
+    return out
+
+
+def _resource_nodes(saver: _Saver, mg, object_graph, handles: dict) -> list:
+    """Graph nodes of the tables, assets and captured constants (their names into
+    `handles`); returns the init calls of the tables' initializer functions."""
+    gd = mg.graph_def
+    scalar = tensor_shape.TensorShape([])
+    fdefs = {f.signature.name: f for f in saver.library}
+    names = {nd.name for nd in gd.node}
+
+    def unique(base):
+        name, k = base, 0
+        while name in names:
+            k += 1
+            name = f"{base}_{k}"
+        names.add(name)
+        return name
+
+    for i, obj in enumerate(saver.objects):
+        if _is_resource(obj):
+            src = obj.resource_handle.op
+            nd = gd.node.add(name=unique("hash_table"), op=src.type)
+            nd.attr["key_dtype"].type = obj.key_dtype.as_datatype_enum
+            nd.attr["value_dtype"].type = obj.value_dtype.as_datatype_enum
+            for key in ("container", "shared_name"):
+                value = src.get_attr(key)
+                nd.attr[key].s = value.encode() if isinstance(value, str) else value
+            nd.attr["use_node_name_sharing"].b = bool(src.get_attr("use_node_name_sharing"))
+            handles[i] = nd.name
+        elif isinstance(obj, Asset):
+            k = saver.assets.index(obj)
+            name = unique("asset_path_initializer")
+            _node(gd, name, "Placeholder", dtype=dtypes.string, shape=scalar)
+            handles[i] = name
+            mg.asset_file_def[k].tensor_info.name = name + ":0"
+        elif isinstance(obj, _Constant):
+            src = obj.tensor.op
+            names.add(obj.name)
+            nd = gd.node.add(name=obj.name, op="Const")
+            nd.attr["dtype"].type = obj.tensor.dtype.base_dtype.as_datatype_enum
+            nd.attr["value"].tensor.CopyFrom(src.get_attr("value"))
+            handles[i] = obj.name
+    calls = []
+    for i, obj in enumerate(saver.objects):
+        if not _is_resource(obj):
+            continue
+        j = dict(saver.children[i]).get("_initialize")
+        fname = object_graph.nodes[j].function.concrete_functions[0]
+        fdef = fdefs[fname]
+        bound = object_graph.concrete_functions[fname].bound_inputs
+        nd = gd.node.add(name=unique("StatefulPartitionedCall"), op="StatefulPartitionedCall")
+        nd.input.extend(handles[b] for b in bound)
+        nd.attr["Tin"].list.type.extend(a.type for a in fdef.signature.input_arg)
+        nd.attr["Tin"].list.SetInParent()
+        nd.attr["Tout"].list.type.extend(a.type for a in fdef.signature.output_arg)
+        nd.attr["Tout"].list.SetInParent()
+        nd.attr["f"].func.name = fname
+        for attr in ("config", "config_proto", "executor_type"):
+            nd.attr[attr].s = b""
+        calls.append(nd.name)
+    return calls
+
+
+def _meta_graph(saver: _Saver, mg, built, object_graph) -> None:
     gd = mg.graph_def
     gd.versions.producer = GRAPH_DEF_VERSION
     gd.library.function.extend(saver.library)
@@ -433,6 +599,7 @@ def _meta_graph(saver: _Saver, mg, built) -> None:
                 shared_name=name,
                 container="",
             )
+    init_calls = _resource_nodes(saver, mg, object_graph, handles)
     n_calls = 0
     for key, (fdef, keywords, order, tensors, in_specs, bound) in built.items():
         sig = mg.signature_def[key]
@@ -455,6 +622,9 @@ def _meta_graph(saver: _Saver, mg, built) -> None:
             info.tensor_shape.CopyFrom(spec.shape.as_proto())
         call = "StatefulPartitionedCall" + (f"_{n_calls}" if n_calls else "")
         n_calls += 1
+        while call in init_calls:
+            call = f"StatefulPartitionedCall_{n_calls}"
+            n_calls += 1
         nd = _node(gd, call, "StatefulPartitionedCall", inputs + [handles[b] for b in bound])
         nd.attr["Tin"].list.type.extend(a.type for a in fdef.signature.input_arg)
         nd.attr["Tin"].list.SetInParent()
@@ -469,7 +639,7 @@ def _meta_graph(saver: _Saver, mg, built) -> None:
             info.dtype = t.dtype.base_dtype.as_datatype_enum
             info.tensor_shape.CopyFrom(t.shape.as_proto())
     _saver_ops(saver, mg, handles)
-    _node(gd, "NoOp", "NoOp")
+    _node(gd, "NoOp", "NoOp", ["^" + c for c in init_calls])
     init = mg.signature_def[INIT_OP_SIGNATURE_KEY].outputs[INIT_OP_SIGNATURE_KEY]
     init.name = "NoOp"
     init.tensor_shape.unknown_rank = True
@@ -486,9 +656,10 @@ def save(obj, export_dir, signatures=None, options=None):
       RuntimeError: no default session (graph mode needs one to read the variables).
       ValueError: a signature that is no tf.function with an input signature or
         concrete function (TF's message); a function capturing a tensor that is not one
-        of the object's variables.
+        of the object's variables, tables, assets or constants.
       TypeError: a reference (non-resource) variable, as TF (whose message is its
         restore function's trace error).
+      NotFoundError: an asset's file does not exist (TF writes the model without it).
     """
     del options
     export_dir = os.fsdecode(export_dir)
@@ -506,9 +677,14 @@ def save(obj, export_dir, signatures=None, options=None):
     saved_model = SavedModel(saved_model_schema_version=1)
     mg = saved_model.meta_graphs.add()
     mg.object_graph_def.CopyFrom(object_graph)
-    _meta_graph(saver, mg, built)
+    assets = _asset_names(saver, session)
+    for _, name in assets:
+        mg.asset_file_def.add(filename=name)
+    _meta_graph(saver, mg, built, object_graph)
     os.makedirs(variables_dir, exist_ok=True)
     os.makedirs(os.path.join(export_dir, "assets"), exist_ok=True)
+    for path, name in assets:
+        shutil.copyfile(path, os.path.join(export_dir, "assets", name))
     pairs = []
     for node in ckpt.nodes:
         for attr in node.attributes:
@@ -526,5 +702,7 @@ def save(obj, export_dir, signatures=None, options=None):
             tensors,
         )
     session.run(op)
+    raw = saved_model.SerializeToString(deterministic=True)
     with open(os.path.join(export_dir, "saved_model.pb"), "wb") as f:
-        f.write(saved_model.SerializeToString())
+        f.write(raw)
+    fingerprinting.write(raw, saved_model, export_dir)

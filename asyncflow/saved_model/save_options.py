@@ -125,3 +125,6 @@ class Asset:
     @property
     def asset_path(self) -> ops.Tensor:
         return self._path
+
+    def _trackable_children(self) -> list:
+        return []
