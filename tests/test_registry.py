@@ -237,6 +237,9 @@ _TF_NO_GRADIENT = {
     "BoostedTreesUpdateEnsembleV2",
     "IsBoostedTreesEnsembleInitialized",
     "IsBoostedTreesQuantileStreamResourceInitialized",
+    # (tests/test_anonymous_tables.py)
+    *"AnonymousHashTable AnonymousMutableHashTable AnonymousMutableHashTableOfTensors".split(),
+    "AnonymousMutableDenseHashTable",
 }
 
 
