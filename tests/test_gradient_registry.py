@@ -267,6 +267,18 @@ TF_NO_GRADIENT = {
         ],
         "tests/test_anonymous_tables.py (TF 2.21 registers no gradient for them)",
     ),
+    **dict.fromkeys(
+        [
+            "CudnnRNNBackprop",
+            "CudnnRNNBackpropV2",
+            "CudnnRNNParamsSize",
+            "CudnnRNNCanonicalToParams",
+            "CudnnRNNCanonicalToParamsV2",
+            "CudnnRNNParamsToCanonical",
+            "CudnnRNNParamsToCanonicalV2",
+        ],
+        "tests/test_cudnn_rnn_ops.py::test_only_the_forward_ops_have_gradients_as_in_tf",
+    ),
 }
 
 CASES: dict[str, list] = {
