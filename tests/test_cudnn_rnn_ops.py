@@ -184,12 +184,13 @@ CONFIGS = [  # (mode, layers, direction)
 ]
 
 
-def _network(mode, layers, direction, seed=0, steps=3, batch=2, units=3, input_size=4):
+def _network(mode, layers, direction, seed=0, steps=3, batch=2, units=3, input_size=4,
+             num_proj=0):  # fmt: skip
     rng = np.random.RandomState(seed)
     dirs = 2 if direction == "bidirectional" else 1
-    ws, bs = canonical(rng, mode, layers, dirs, units, input_size)
+    ws, bs = canonical(rng, mode, layers, dirs, units, input_size, num_proj)
     x = rng.randn(steps, batch, input_size)
-    h0 = rng.randn(layers * dirs, batch, units) * 0.5
+    h0 = rng.randn(layers * dirs, batch, num_proj or units) * 0.5
     c0 = rng.randn(layers * dirs, batch, units) * 0.5
     return ws, bs, x, h0, c0, dirs
 
@@ -265,7 +266,8 @@ def test_projection_layout_and_values(fake_gpu):
 
 
 def _check_gradients(version, mode, layers, direction, extra=None, seed=1):
-    ws, bs, x, h0, c0, dirs = _network(mode, layers, direction, seed=seed)
+    num_proj = (extra or {}).get("num_proj", 0)
+    ws, bs, x, h0, c0, dirs = _network(mode, layers, direction, seed=seed, num_proj=num_proj)
     p0 = np.concatenate([a.reshape(-1) for a in ws + bs])
     values = [x, h0, c0, p0]
     feeds = [tf.placeholder(tf.float64, v.shape) for v in values]
@@ -275,7 +277,7 @@ def _check_gradients(version, mode, layers, direction, extra=None, seed=1):
         out = getattr(R, version)(input=feeds[0], input_h=feeds[1], input_c=feeds[2],
                                   params=feeds[3], rnn_mode=mode, direction=direction,
                                   **kw)  # fmt: skip
-        w_out = rng.randn(*x.shape[:2], 3 * dirs)
+        w_out = rng.randn(*x.shape[:2], (num_proj or 3) * dirs)
         w_h = rng.randn(*h0.shape)
         loss = tf.reduce_sum(out[0] * w_out) + tf.reduce_sum(out[1] * w_h)
         if mode == "lstm":
@@ -303,10 +305,12 @@ def test_gradients_match_finite_differences(fake_gpu, mode, layers, direction):
     _check_gradients("CudnnRNN", mode, layers, direction)
 
 
-def test_v2_and_v3_gradients_match_finite_differences(fake_gpu):
+def test_v2_and_v3_gradients_match_finite_differences_with_lengths_and_projection(fake_gpu):
     _check_gradients("CudnnRNNV2", "gru", 2, "bidirectional")
     _check_gradients("CudnnRNNV3", "lstm", 1, "bidirectional",
                      {"sequence_lengths": np.int32([3, 2])})  # fmt: skip
+    _check_gradients("CudnnRNNV3", "lstm", 2, "bidirectional",
+                     {"sequence_lengths": np.int32([2, 3]), "num_proj": 2})  # fmt: skip
 
 
 # -- the stand-in GPU: errors ---------------------------------------------------------------
