@@ -31,7 +31,7 @@ __all__ = [
     "CudnnRNNCanonicalToParamsV2", "CudnnRNNParamsToCanonical", "CudnnRNNParamsToCanonicalV2",
 ]  # fmt: skip
 
-_T = TypeConstraint(["float16", "float32", "float64"])
+_T = TypeConstraint(["bfloat16", "float16", "float32", "float64"])
 _RNN_ATTRS = {
     "T": _T,
     "rnn_mode": "lstm",

@@ -101,7 +101,7 @@ def test_only_the_forward_ops_have_gradients_as_in_tf():
     from asyncflow.registry import get_op_def
 
     with_grad = {"CudnnRNN", "CudnnRNNV2", "CudnnRNNV3"}
-    for name in [*cpu_cases.CASES, "CudnnRNNV3", "CudnnRNNBackpropV3"]:
+    for name in {*(n.split("_")[0] for n in cpu_cases.CASES), "CudnnRNNV3", "CudnnRNNBackpropV3"}:
         op_def = get_op_def(name)
         assert (op_def.grad_fn is not None) == (name in with_grad), name
         assert not op_def.not_differentiable
