@@ -31,7 +31,8 @@ test: setup
 GPU_TESTS := tests/ops tests/test_gpu_device.py tests/test_rnn.py tests/test_optimizers.py \
 	tests/test_optimizers_tf.py tests/test_layers.py tests/test_layer_classes.py \
 	tests/test_losses.py tests/test_nn_composites.py tests/test_gradients.py \
-	tests/test_cond.py tests/test_while_loop.py tests/test_examples_fake_gpu.py
+	tests/test_cond.py tests/test_while_loop.py tests/test_examples_fake_gpu.py \
+	tests/test_cudnn_rnn_ops.py
 GPU_DESELECT :=
 
 # Two pytest-xdist workers: the set is ~5,300 tests of CPU work, and the two cores run it in

@@ -10,6 +10,10 @@ lookup first is TF's FailedPreconditionError "Table not initialized.".
 `StaticVocabularyTable` gives keys not in the vocabulary one of `num_oov_buckets` ids
 after it, by TF's hash (Fingerprint64 of the key as a string).  The ops and their
 errors are in ops/lookup_ops.py.
+
+`experimental_is_anonymous=True` (every table class) builds the table's Anonymous* op:
+each run makes a new table owned by its handle, so the initializer (or insert) and the
+lookups go in one run, the lookups under a control dependency on it.
 """
 
 from __future__ import annotations
@@ -105,15 +109,14 @@ class _Table:
             return out[0], out[1]
 
 
-def _table_op(op_type, name, key_dtype, value_dtype, shared_name, extra=None):
-    attrs = {
-        "container": "",
-        "shared_name": shared_name or "",
-        "use_node_name_sharing": False,
-        "key_dtype": key_dtype,
-        "value_dtype": value_dtype,
-        **(extra or {}),
-    }
+def _table_op(op_type, name, key_dtype, value_dtype, shared_name, extra=None, anonymous=False):
+    """A table's op; `anonymous`: its Anonymous* spelling (a new table each run, owned
+    by the handle: no container or shared name)."""
+    attrs = {"key_dtype": key_dtype, "value_dtype": value_dtype, **(extra or {})}
+    if anonymous:
+        op_type = "Anonymous" + op_type.removesuffix("V2")
+    else:
+        attrs.update(container="", shared_name=shared_name or "", use_node_name_sharing=False)
     return ops.apply_op(op_type, [], attrs, name=name).outputs[0]
 
 
@@ -129,6 +132,7 @@ class StaticHashTable(_Table):
                 initializer.key_dtype,
                 initializer.value_dtype,
                 None,
+                anonymous=experimental_is_anonymous,
             )
             default = ops.convert_to_tensor(default_value, dtype=initializer.value_dtype)
         super().__init__(initializer.key_dtype, initializer.value_dtype, handle, default)
@@ -323,8 +327,10 @@ class StaticVocabularyTable(_Table):
                 f"Invalid `value_dtype`, expected int64 but got {initializer.value_dtype}."
             )
         self._num_oov = int(num_oov_buckets)
-        with ops.name_scope(name, "hash_table"):
-            self._table = StaticHashTable(initializer, -1)
+        # (TF 2.21 names the inner table "hash_table", not under `name`)
+        self._table = StaticHashTable(
+            initializer, -1, experimental_is_anonymous=experimental_is_anonymous
+        )
         key_dtype = dtypes.as_dtype(lookup_key_dtype or initializer.key_dtype)
         super().__init__(key_dtype, dtypes.int64, self._table.resource_handle, None)
 
@@ -377,11 +383,12 @@ class MutableHashTable(_Table):
                 handle = _table_op(
                     "MutableHashTableOfTensorsV2", tname, dtypes.as_dtype(key_dtype),
                     dtypes.as_dtype(value_dtype), None, {"value_shape": shape},
+                    anonymous=experimental_is_anonymous,
                 )  # fmt: skip
             else:
                 handle = _table_op(
                     "MutableHashTableV2", tname, dtypes.as_dtype(key_dtype),
-                    dtypes.as_dtype(value_dtype), None,
+                    dtypes.as_dtype(value_dtype), None, anonymous=experimental_is_anonymous,
                 )  # fmt: skip
         super().__init__(key_dtype, value_dtype, handle, default)
 
@@ -419,19 +426,18 @@ class DenseHashTable(MutableHashTable):
         empty = ops.convert_to_tensor(empty_key, dtype=key_dtype, name="empty_key")
         deleted = ops.convert_to_tensor(deleted_key, dtype=key_dtype, name="deleted_key")
         with ops.name_scope(name, "MutableDenseHashTable") as scope:
-            attrs = {
-                "container": "",
-                "shared_name": "",
-                "use_node_name_sharing": True,
-                "key_dtype": key_dtype,
-                "value_dtype": value_dtype,
-                "value_shape": default.shape,
-            }
+            attrs = {"key_dtype": key_dtype, "value_dtype": value_dtype,
+                     "value_shape": default.shape}  # fmt: skip
+            if not experimental_is_anonymous:
+                attrs.update(container="", shared_name="", use_node_name_sharing=True)
             if initial_num_buckets is not None:
                 attrs["initial_num_buckets"] = initial_num_buckets
-            handle = ops.apply_op(
-                "MutableDenseHashTableV2", [empty, deleted], attrs, name=scope
-            ).outputs[0]
+            op_type = (
+                "AnonymousMutableDenseHashTable"
+                if experimental_is_anonymous
+                else "MutableDenseHashTableV2"
+            )
+            handle = ops.apply_op(op_type, [empty, deleted], attrs, name=scope).outputs[0]
         _Table.__init__(self, key_dtype, value_dtype, handle, default)
 
     def insert_or_assign(self, keys, values, name=None):

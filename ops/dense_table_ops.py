@@ -1,4 +1,5 @@
-"""Dense hash tables: MutableDenseHashTableV2 and its ref-typed MutableDenseHashTable.
+"""Dense hash tables: MutableDenseHashTableV2, its ref-typed MutableDenseHashTable and
+AnonymousMutableDenseHashTable (a new table each run, owned by its handle).
 
 TF's dense table keeps keys in a bucket array with an `empty_key` marking free buckets
 and a `deleted_key` marking removed ones; neither may be used as a key.  The table
@@ -92,6 +93,7 @@ _ATTRS = {
     "initial_num_buckets": 131072,
     "max_load_factor": 0.8,
 }
+_SHARING = ("container", "shared_name", "use_node_name_sharing")
 
 
 def _key(value):
@@ -106,37 +108,29 @@ def _key(value):
 def _make(ctx, empty_key, deleted_key):
     a = ctx.attrs
     buckets = a["initial_num_buckets"]
-    if buckets <= 0 or buckets & (buckets - 1):
+    if buckets < 4 or buckets & (buckets - 1):
         raise errors.InvalidArgumentError(
-            None, None, f"Number of buckets must be a power of two, got {buckets}"
+            None, None, f"Number of buckets must be at least 4 and a power of 2, got: {buckets}"
         )
     if not 0 < a["max_load_factor"] < 1:
         raise errors.InvalidArgumentError(
-            None, None, f"max_load_factor must be between 0 and 1, got {a['max_load_factor']}"
+            None, None, f"max_load_factor must be between 0 and 1, got: {a['max_load_factor']:g}"
         )
     empty = _key(empty_key)
     deleted = None if deleted_key is None else _key(deleted_key)
     if deleted is not None and empty == deleted:
-        raise errors.InvalidArgumentError(
-            None, None, "Empty and deleted keys must have different values"
-        )
+        raise errors.InvalidArgumentError(None, None, "Empty and deleted keys cannot be equal")
+    shape = tensor_shape.as_shape(a["value_shape"]).as_list()
+
+    def new(name):
+        return DenseTable(name, a["key_dtype"], a["value_dtype"], shape, empty, deleted,
+                          buckets, a["max_load_factor"])  # fmt: skip
+
+    if "shared_name" not in a:  # AnonymousMutableDenseHashTable: owned by its handle
+        return new(ctx.op.name)
     container = a["container"]
     name = a["shared_name"] or ctx.op.name
-    shape = tensor_shape.as_shape(a["value_shape"]).as_list()
-    table = ctx.resource_mgr(container).lookup_or_create(
-        container,
-        name,
-        lambda: DenseTable(
-            name,
-            a["key_dtype"],
-            a["value_dtype"],
-            shape,
-            empty,
-            deleted,
-            buckets,
-            a["max_load_factor"],
-        ),  # fmt: skip
-    )
+    table = ctx.resource_mgr(container).lookup_or_create(container, name, lambda: new(name))
     table.check(a["key_dtype"], a["value_dtype"])
     return table
 
@@ -154,6 +148,23 @@ NotDifferentiable("MutableDenseHashTableV2")
 
 @MutableDenseHashTableV2.kernel("CPU")
 async def _dense_table_v2(ctx, empty_key, deleted_key):
+    return handle_value(_make(ctx, empty_key, deleted_key))
+
+
+# Each run makes a new table, held by its handle alone (what DenseHashTable's
+# experimental_is_anonymous=True builds); TF 2.21 registers no gradient for it.
+AnonymousMutableDenseHashTable = register_op(
+    "AnonymousMutableDenseHashTable",
+    inputs=["empty_key: key_dtype", "deleted_key: key_dtype"],
+    outputs=["table_handle: resource"],
+    attrs={k: v for k, v in _ATTRS.items() if k not in _SHARING},
+    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+    stateful=True,
+)
+
+
+@AnonymousMutableDenseHashTable.kernel("CPU")
+async def _anonymous_dense_table(ctx, empty_key, deleted_key):
     return handle_value(_make(ctx, empty_key, deleted_key))
 
 

@@ -4,7 +4,10 @@ A table is a resource in the device's resource manager (as a variable or an iter
 shared by the sessions of the process, found again by its shared name or its op's
 name): `HashTableV2` (filled once by an initializer: `LookupTableImportV2` from tensors,
 `InitializeTableFromTextFileV2` from a file) and `MutableHashTableV2` /
-`MutableHashTableOfTensorsV2` (insert, remove).  `LookupTableFindV2` maps keys of any
+`MutableHashTableOfTensorsV2` (insert, remove).  The Anonymous* spellings
+(`AnonymousHashTable` ..., what `experimental_is_anonymous=True` builds) have no shared
+name: each run of the op makes a new table, held by its handle alone and freed with it,
+so a program fills and reads one within a run.  `LookupTableFindV2` maps keys of any
 shape to values, the default for missing keys.  Errors are TF's: FailedPrecondition
 for a table used before it is initialized or a key given two values, InvalidArgument
 for a file with too few columns or lines, an unparsable value, mismatched keys and
@@ -51,6 +54,17 @@ class Table:
                 f"{self.key_dtype.name}->{self.value_dtype.name}"
             )
 
+    def match(self, have_in, want_in: str, have_out=(), want_out: str = "") -> None:
+        """TF's kernel signature check: an op's dtypes after the handle (`have_in`,
+        `have_out`) against the table's, `want_*` spelling them "k" (key) and "v"."""
+        kinds = {"k": self.key_dtype, "v": self.value_dtype}
+        want_in_t, want_out_t = [kinds[c] for c in want_in], [kinds[c] for c in want_out]
+        if list(have_in) != want_in_t or list(have_out) != want_out_t:
+            raise _bad(
+                f"Signature mismatch, have: {_sig(have_in, have_out)} "
+                f"expected: {_sig(want_in_t, want_out_t)}"
+            )
+
     def check_keys(self, keys: list) -> None:
         """Refuse keys the table cannot hold (a dense table's empty and deleted keys)."""
 
@@ -78,6 +92,21 @@ class Table:
 
 
 _MISSING = object()
+_TF_TYPE_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
+
+
+def _sig(ins, outs) -> str:
+    """TF's spelling of a kernel signature: "resource, string, int64->int64"."""
+
+    def names(types):
+        return [_TF_TYPE_NAMES.get(t.name, t.name) for t in types]
+
+    return ", ".join(["resource", *names(ins)]) + "->" + ", ".join(names(outs))
+
+
+def _dims(shape) -> str:
+    """A shape as TF's messages write it: [2,3]."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def _show(v) -> str:
@@ -102,6 +131,9 @@ _TABLE_ATTRS = {"container": "", "shared_name": "", "use_node_name_sharing": Fal
 
 def _make(ctx, mutable: bool, value_shape=()) -> np.ndarray:
     a = ctx.attrs
+    if "shared_name" not in a:  # an anonymous table: a new one, owned by its handle
+        table = Table(ctx.op.name, a["key_dtype"], a["value_dtype"], value_shape, mutable)
+        return handle_value(table)
     container = a["container"]
     name = a["shared_name"] or ctx.op.name
     table = ctx.resource_mgr(container).lookup_or_create(
@@ -113,16 +145,23 @@ def _make(ctx, mutable: bool, value_shape=()) -> np.ndarray:
     return handle_value(table)
 
 
-def _table_op(op_type: str, mutable: bool, extra_attrs=None) -> None:
-    """A table-creating op: its kernel finds or makes the table (see `_make`)."""
+def _table_op(op_type: str, mutable: bool, extra_attrs=None, anonymous=False) -> None:
+    """A table-creating op: its kernel finds or makes the table (see `_make`); an
+    anonymous one (no container, no shared name) makes a new table every run."""
     op_def = register_op(
         op_type,
         outputs=["table_handle: resource"],
-        attrs={**_TABLE_ATTRS, "key_dtype": ANY, "value_dtype": ANY, **(extra_attrs or {})},
+        attrs={
+            **({} if anonymous else _TABLE_ATTRS),
+            "key_dtype": ANY,
+            "value_dtype": ANY,
+            **(extra_attrs or {}),
+        },
         shape_fn=_scalar_shape,
         stateful=True,
     )
-    NotDifferentiable(op_type)
+    if not anonymous:  # (TF 2.21 registers no gradient at all for the anonymous ones)
+        NotDifferentiable(op_type)
 
     @op_def.kernel("CPU")
     async def _kernel(ctx):
@@ -135,6 +174,12 @@ def _table_op(op_type: str, mutable: bool, extra_attrs=None) -> None:
 _table_op("HashTableV2", mutable=False)
 _table_op("MutableHashTableV2", mutable=True)
 _table_op("MutableHashTableOfTensorsV2", mutable=True, extra_attrs={"value_shape": []})
+_table_op("AnonymousHashTable", mutable=False, anonymous=True)
+_table_op("AnonymousMutableHashTable", mutable=True, anonymous=True)
+_table_op(
+    "AnonymousMutableHashTableOfTensors", mutable=True, extra_attrs={"value_shape": []},
+    anonymous=True,
+)  # fmt: skip
 
 
 def _rows(values, table: Table, n: int) -> list:
@@ -143,10 +188,10 @@ def _rows(values, table: Table, n: int) -> list:
     if table.value_shape:
         want = (n, *table.value_shape)
         if v.shape != want:
-            raise _bad(f"Expected shape {list(want)} for value, got {list(v.shape)}")
+            raise _bad(f"Expected shape {_dims(want)} for value, got {_dims(v.shape)}")
         return [np.array(r, copy=True) for r in v]
     if v.size != n:
-        raise _bad(f"Expected shape [{n}] for values, got {list(v.shape)}")
+        raise _bad(f"Expected shape [{n}] for values, got {_dims(v.shape)}")
     return v.reshape(-1).tolist()
 
 
@@ -163,7 +208,7 @@ NotDifferentiable("LookupTableImportV2")
 @LookupTableImportV2.kernel("CPU")
 async def _import(ctx, handle, keys, values):
     table = _table(ctx, handle)
-    table.check(ctx.attrs["Tin"], ctx.attrs["Tout"])
+    table.match((ctx.attrs["Tin"], ctx.attrs["Tout"]), "kv")
     if hasattr(table, "import_buckets"):
         table.import_buckets(np.asarray(keys), np.asarray(values))
         return None
@@ -173,7 +218,7 @@ async def _import(ctx, handle, keys, values):
         return None
     if np.size(keys) != np.size(values) and not table.initialized:
         raise _bad(
-            f"Expected shape {list(np.shape(keys))} for values, got {list(np.shape(values))}"
+            f"Expected shape {_dims(np.shape(keys))} for values, got {_dims(np.shape(values))}"
         )
     _fill_once(table, k, values)
     return None
@@ -199,7 +244,7 @@ NotDifferentiable("InitializeTableV2")
 @InitializeTableV2.kernel("CPU")
 async def _initialize(ctx, handle, keys, values):
     table = _table(ctx, handle)
-    table.check(ctx.attrs["Tkey"], ctx.attrs["Tval"])
+    table.match((ctx.attrs["Tkey"], ctx.attrs["Tval"]), "kv")
     _fill_once(table, _keys(keys), values)
     return None
 
@@ -325,7 +370,7 @@ NotDifferentiable("LookupTableFindV2")
 @LookupTableFindV2.kernel("CPU")
 async def _find(ctx, handle, keys, default):
     table = _table(ctx, handle)
-    table.check(ctx.attrs["Tin"], ctx.attrs["Tout"])
+    table.match((ctx.attrs["Tin"], ctx.attrs["Tout"]), "kv", (ctx.attrs["Tout"],), "v")
     table.ready()
     keys = np.asarray(keys)
     table.check_keys(keys.reshape(-1).tolist())
@@ -395,6 +440,12 @@ async def _export(ctx, handle):
     return keys, values
 
 
+def _static_refuses(what: str) -> errors.UnimplementedError:
+    return errors.UnimplementedError(
+        None, None, f"{what} not supported by InitializableLookupTable implementations"
+    )
+
+
 LookupTableInsertV2 = register_op(
     "LookupTableInsertV2",
     inputs=["table_handle: resource", "keys: Tin", "values: Tout"],
@@ -408,20 +459,20 @@ NotDifferentiable("LookupTableInsertV2")
 @LookupTableInsertV2.kernel("CPU")
 async def _insert(ctx, handle, keys, values):
     table = _table(ctx, handle)
-    table.check(ctx.attrs["Tin"], ctx.attrs["Tout"])
     if not table.mutable:
-        raise _bad(f"Table {table.name} does not support insert (a static table).")
+        raise _static_refuses("Insert")
+    table.match((ctx.attrs["Tin"], ctx.attrs["Tout"]), "kv")
     k = _keys(keys)
     if table.value_shape:
         v = np.asarray(values)
         want = (*np.shape(keys), *table.value_shape)
         if v.shape != want:
-            raise _bad(f"Expected shape {list(want)} for value, got {list(v.shape)}")
+            raise _bad(f"Expected shape {_dims(want)} for value, got {_dims(v.shape)}")
         rows = [np.array(r, copy=True) for r in v.reshape(len(k), *table.value_shape)]
     else:
         if np.shape(values) != np.shape(keys):
             raise _bad(
-                f"Expected shape {list(np.shape(keys))} for value, got {list(np.shape(values))}"
+                f"Expected shape {_dims(np.shape(keys))} for value, got {_dims(np.shape(values))}"
             )
         rows = np.asarray(values).reshape(-1).tolist()
     table.check_keys(k)
@@ -444,7 +495,8 @@ NotDifferentiable("LookupTableRemoveV2")
 async def _remove(ctx, handle, keys):
     table = _table(ctx, handle)
     if not table.mutable:
-        raise _bad(f"Table {table.name} does not support remove (a static table).")
+        raise _static_refuses("Remove")
+    table.match((ctx.attrs["Tin"],), "k")
     table.check_keys(_keys(keys))
     for k in _keys(keys):
         table.data.pop(k, None)

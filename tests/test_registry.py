@@ -237,6 +237,13 @@ _TF_NO_GRADIENT = {
     "BoostedTreesUpdateEnsembleV2",
     "IsBoostedTreesEnsembleInitialized",
     "IsBoostedTreesQuantileStreamResourceInitialized",
+    # (tests/test_anonymous_tables.py)
+    *"AnonymousHashTable AnonymousMutableHashTable AnonymousMutableHashTableOfTensors".split(),
+    "AnonymousMutableDenseHashTable",
+    # (tests/test_cudnn_rnn_ops.py::test_only_the_forward_ops_have_gradients_as_in_tf)
+    *"CudnnRNNBackprop CudnnRNNBackpropV2 CudnnRNNParamsSize".split(),
+    *"CudnnRNNCanonicalToParams CudnnRNNCanonicalToParamsV2".split(),
+    *"CudnnRNNParamsToCanonical CudnnRNNParamsToCanonicalV2".split(),
 }
 
 
