@@ -20,6 +20,7 @@ arrives before the future waiting for it.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import weakref
 
 import numpy as np
@@ -199,11 +200,39 @@ class _Collectives:
 
     def __init__(self, service):
         self.service = service
+        # (device, group, instance) -> executions numbered so far, and the numbers
+        # given back by executions that gave up (a heap)
         self.counters: dict[tuple, int] = {}
+        self.free: dict[tuple, list] = {}
         self.parts: dict[str, dict] = {}  # instance -> {device: (what, value)}
         self.waiting: dict[tuple, asyncio.Future] = {}  # (instance, device) -> future
 
     # -- the member's side
+    def _take_slot(self, count_key) -> int:
+        """The execution number of this device's next execution of an instance: the
+        lowest one given back by an execution that gave up, else the next unused."""
+        free = self.free.get(count_key)
+        if free:
+            k = heapq.heappop(free)
+            if not free:
+                del self.free[count_key]
+            return k
+        k = self.counters.get(count_key, 0)
+        self.counters[count_key] = k + 1
+        return k
+
+    def _give_back(self, count_key, key: str, device: str) -> None:
+        """An execution that gave up before its group completed (its step aborted, it
+        timed out) did not happen: its part is dropped and its number is used again
+        by the device's next execution, so the members stay in step."""
+        parts = self.parts.get(key)
+        if parts is not None:
+            parts.pop(device, None)
+            if not parts:
+                del self.parts[key]
+        k = int(key.rsplit(";", 1)[1])
+        heapq.heappush(self.free.setdefault(count_key, []), k)
+
     async def run(self, ctx, what: str, size: int, group: int, instance: int, value):
         """This device's part of one execution; the combined result."""
         if size <= 0:
@@ -212,8 +241,7 @@ class _Collectives:
             )
         device = ctx.device.name
         count_key = (device, group, instance)
-        k = self.counters.get(count_key, 0)
-        self.counters[count_key] = k + 1
+        k = self._take_slot(count_key)
         key = f"{group};{instance};{k}"
         future = asyncio.get_running_loop().create_future()
         self.waiting[(key, device)] = future
@@ -230,10 +258,13 @@ class _Collectives:
             return await future
         finally:
             self.waiting.pop((key, device), None)
-            if not future.done() and self._leader() is None:
-                # Given up (timed out, cancelled): a part left behind would pair with
-                # nobody's; drop it (a part already sent to another task stays there).
-                self.parts.get(key, {}).pop(device, None)
+            completed = future.done() and not future.cancelled()
+            if not completed and self._leader() is None:
+                # Given up (timed out, cancelled with its step) before the group
+                # completed: completion here is synchronous (add_part), so the group
+                # did not complete.  A part already sent to a leader on another task
+                # stays there, and the number stays used.
+                self._give_back(count_key, key, device)
 
     def _send_part(self, key, size, what, device, value) -> None:
         leader = self._leader()
