@@ -30,7 +30,7 @@ from asyncflow.device_spec import DeviceSpec
 from asyncflow.graph import constant_shape
 from asyncflow.registry import REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
-__all__ = ["deliver"]
+__all__ = ["deliver", "local_collectives"]
 
 _REDUCE_TYPES = TypeConstraint(["bfloat16", "float32", "float16", "float64", "int32", "int64"])
 _GATHER_TYPES = TypeConstraint(["float32", "float16", "float64", "int32", "int64"])
@@ -233,8 +233,12 @@ class _Collectives:
         k = int(key.rsplit(";", 1)[1])
         heapq.heappush(self.free.setdefault(count_key, []), k)
 
-    async def run(self, ctx, what: str, size: int, group: int, instance: int, value):
-        """This device's part of one execution; the combined result."""
+    async def run(self, ctx, what, size, group, instance, value, *, once: bool = False):
+        """This device's part of one execution; the combined result.
+
+        `once`: the group meets once only (its key names a step): its numbering is
+        forgotten when the execution ends.
+        """
         if size <= 0:
             raise errors.InvalidArgumentError(
                 None, None, f"group_size must be positive integer but got {size}"
@@ -265,6 +269,9 @@ class _Collectives:
                 # did not complete.  A part already sent to a leader on another task
                 # stays there, and the number stays used.
                 self._give_back(count_key, key, device)
+            if once:
+                self.counters.pop(count_key, None)
+                self.free.pop(count_key, None)
 
     def _send_part(self, key, size, what, device, value) -> None:
         leader = self._leader()
@@ -292,14 +299,12 @@ class _Collectives:
         if len(parts) < size:
             return
         del self.parts[key]
-        ranked = sorted(parts, key=_rank_key)
+        ranked = sorted(parts, key=lambda d: _member_rank(d, parts[d][0]))
         try:
-            result = _combine(ranked, parts)
+            results = _combine(ranked, parts)
         except errors.OpError as e:
-            for member in ranked:
-                self._send_result(key, member, e)
-            return
-        for member in ranked:
+            results = [e] * len(ranked)
+        for member, result in zip(ranked, results, strict=True):
             self._send_result(key, member, result)
 
     def _send_result(self, key, device, result) -> None:
@@ -337,46 +342,67 @@ def _rank_key(device: str):
     )
 
 
-def _combine(ranked: list, parts: dict):
-    """The result every member gets.
+def _member_rank(device: str, what: str):
+    """A member's place in its group: the rank its communicator gives it (a V3 op's
+    part says "what#rank"), else its device name's order (task, then device)."""
+    _, sep, rank = what.partition("#")
+    return (int(rank),) if sep else (-1, *_rank_key(device))
+
+
+def _combine(ranked: list, parts: dict) -> list:
+    """The result each member gets, in rank order.
 
     Raises:
       InvalidArgumentError: members disagree on what they run, or their shapes differ
         where they must agree, or a broadcast has not exactly one sender.
     """
-    kinds = {parts[d][0].split(":")[0] for d in ranked}
+    whats = [parts[d][0].partition("#")[0] for d in ranked]
+    kinds = {w.split(":")[0] for w in whats}
     values = [parts[d][1] for d in ranked]
+    n = len(values)
     if kinds <= {"bcast_send", "bcast_recv"}:
-        senders = [parts[d][1] for d in ranked if parts[d][0] == "bcast_send"]
+        senders = [v for w, v in zip(whats, values, strict=True) if w == "bcast_send"]
         if len(senders) != 1:
             raise errors.InvalidArgumentError(
                 None, None, f"Broadcast needs exactly one sender in a group; got {len(senders)}"
             )
-        return senders[0]
-    if len({parts[d][0] for d in ranked}) != 1:
+        return [senders[0]] * n
+    if len(set(whats)) != 1:
         raise errors.InvalidArgumentError(
             None, None, "The members of a collective group ran different collective ops"
         )
-    what = parts[ranked[0]][0]
+    what = whats[0]
     if what == "gather":
         if len({np.shape(v)[1:] for v in values}) != 1:
             raise errors.InvalidArgumentError(
                 None, None, "Collective gather members have inputs of different shapes"
             )
-        return np.concatenate([np.asarray(v) for v in values], axis=0)
-    _, merge, final = what.split(":")
+        return [np.concatenate([np.asarray(v) for v in values], axis=0)] * n
     if len({np.shape(v) for v in values}) != 1:
         raise errors.InvalidArgumentError(
             None, None, "Shape mismatch in the collective instance: the members' inputs differ"
         )
+    if what == "alltoall":  # member r gets row r of every member, in rank order
+        return [np.stack([np.asarray(v)[r] for v in values]) for r in range(n)]
+    kind, merge, final = what.split(":")
     ufunc = {"Add": np.add, "Mul": np.multiply, "Min": np.minimum, "Max": np.maximum}[merge]
     total = np.asarray(values[0]).copy()
     for v in values[1:]:
         total = ufunc(total, v)
     if final == "Div":
-        n = np.asarray(len(values), total.dtype)
-        total = total // n if total.dtype.kind in "iu" else total / n
-    return np.asarray(total, dtype=np.asarray(values[0]).dtype)
+        count = np.asarray(n, total.dtype)
+        total = total // count if total.dtype.kind in "iu" else total / count
+    total = np.asarray(total, dtype=np.asarray(values[0]).dtype)
+    if kind == "reduce_scatter":  # member r gets the r-th of n equal slices
+        rows = total.shape[0] if total.ndim else 0
+        if rows % n:
+            raise errors.InvalidArgumentError(
+                None, None,
+                f"Reduce-scatter input first dimension size ({rows}) must be a multiple "
+                f"of the group size ({n})",
+            )  # fmt: skip
+        return list(np.split(total, n))
+    return [total] * n
 
 
 _LOCAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> _Collectives
@@ -391,6 +417,12 @@ def _collectives(ctx) -> _Collectives:
         if state is None:
             state = service._collectives = _Collectives(service)
         return state
+    return local_collectives()
+
+
+def local_collectives() -> _Collectives:
+    """The state of the plain sessions on the running event loop (for the NCCL ops,
+    whose members are the devices of one process)."""
     loop = asyncio.get_running_loop()
     state = _LOCAL.get(loop)
     if state is None:
@@ -527,3 +559,263 @@ async def _collective_bcast_recv_v2(ctx, size, group, instance, shape):
         ctx, "bcast_recv", int(size), int(group), int(instance), np.zeros(0)
     )
     return await _to_device(ctx, np.reshape(result, target), ctx.attrs["T"])
+
+
+# -- the newer forms: all-to-all, reduce-scatter, group assignment, communicators --------
+
+_V2_INPUTS = [
+    "input: T",
+    "group_size: int32",
+    "group_key: int32",
+    "instance_key: int32",
+    "ordering_token: Nordering_token * resource",
+]
+_V2_ATTRS = {**_COMMON, "is_stateless": False, "Nordering_token": 0}
+
+CollectiveAllToAllV2 = register_op(
+    "CollectiveAllToAllV2",
+    inputs=_V2_INPUTS,
+    outputs=["data: T"],
+    attrs={"T": _REDUCE_TYPES, **_V2_ATTRS},
+    shape_fn=lambda op: [op.inputs[0].shape],
+    stateful=True,
+    is_async=True,
+)
+
+
+def _reduce_scatter_shape(op):
+    _check_choice(op, "merge_op", _MERGE_OPS)
+    _check_choice(op, "final_op", _FINAL_OPS)
+    return _v2_gather_shape(op)
+
+
+CollectiveReduceScatterV2 = register_op(
+    "CollectiveReduceScatterV2",
+    inputs=_V2_INPUTS,
+    outputs=["data: T"],
+    attrs={
+        "T": _REDUCE_TYPES,
+        "merge_op": REQUIRED,
+        "final_op": REQUIRED,
+        **_V2_ATTRS,
+        "max_subdivs_per_device": -1,
+    },
+    shape_fn=_reduce_scatter_shape,
+    stateful=True,
+    is_async=True,
+)
+CollectiveAssignGroupV2 = register_op(
+    "CollectiveAssignGroupV2",
+    inputs=["group_assignment: int32", "device_index: int32", "base_key: int32"],
+    outputs=["group_size: int32", "group_key: int32"],
+    shape_fn=lambda op: [tensor_shape.TensorShape([])] * 2,
+    stateful=True,
+)
+CollectiveInitializeCommunicator = register_op(
+    "CollectiveInitializeCommunicator",
+    inputs=["group_key: int32", "rank: int32", "group_size: int32"],
+    outputs=["communicator: resource"],
+    attrs=dict(_COMMON),
+    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+    stateful=True,
+)
+
+
+def _v3_reduce_shape(op):
+    _check_choice(op, "reduction", _MERGE_OPS)
+    return [op.inputs[0].shape]
+
+
+CollectiveReduceV3 = register_op(
+    "CollectiveReduceV3",
+    inputs=["input: T", "communicator: resource", "group_assignment: int32"],
+    outputs=["data: T"],
+    attrs={"T": _REDUCE_TYPES, "reduction": REQUIRED, "timeout_seconds": 0.0},
+    shape_fn=_v3_reduce_shape,
+    stateful=True,
+    is_async=True,
+)
+CollectiveAllToAllV3 = register_op(
+    "CollectiveAllToAllV3",
+    inputs=["input: T", "communicator: resource", "group_assignment: int32"],
+    outputs=["data: T"],
+    attrs={"T": _REDUCE_TYPES, "timeout_seconds": 0.0},
+    shape_fn=lambda op: [op.inputs[0].shape],
+    stateful=True,
+    is_async=True,
+)
+for _name in (
+    "CollectiveAllToAllV2",
+    "CollectiveReduceScatterV2",
+    "CollectiveAssignGroupV2",
+    "CollectiveInitializeCommunicator",
+    "CollectiveReduceV3",
+    "CollectiveAllToAllV3",
+):
+    NotDifferentiable(_name)
+
+
+def _check_all_to_all_rows(value, size: int) -> None:
+    """Raises InvalidArgumentError: the input's first dimension is not the group size
+    (member r sends its row r to member r)."""
+    rows = np.shape(value)[0] if np.ndim(value) else 0
+    if rows != size:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"input to all-to-all first dimension size ({rows}) must be the same as the "
+            f"group size ({size})",
+        )
+
+
+@CollectiveAllToAllV2.kernel(host_memory=_V2_HOST)
+async def _collective_all_to_all_v2(ctx, x, size, group, instance, *tokens):
+    value = await _host(ctx, x)
+    _check_all_to_all_rows(value, int(size))
+    result = await _collectives(ctx).run(
+        ctx, "alltoall", int(size), int(group), int(instance), value
+    )
+    return await _to_device(ctx, result, ctx.attrs["T"])
+
+
+@CollectiveReduceScatterV2.kernel(host_memory=_V2_HOST)
+async def _collective_reduce_scatter_v2(ctx, x, size, group, instance, *tokens):
+    if ctx.device.device_type == "CPU":
+        # TF 2.21 implements reduce-scatter with NCCL only: on CPUs the collective
+        # registry has no implementation for it.
+        raise errors.InternalError(
+            None, None, "CollectiveRegistry::Lookup did not find collective implementation undef"
+        )
+    value = await _host(ctx, x)
+    what = "reduce_scatter:" + _reduce_what(ctx).split(":", 1)[1]
+    result = await _collectives(ctx).run(ctx, what, int(size), int(group), int(instance), value)
+    return await _to_device(ctx, result, ctx.attrs["T"])
+
+
+def _summarize(values: np.ndarray, limit: int = 3) -> str:
+    """A 2-D tensor's values as TF's Tensor::DebugString shows them: rows in brackets,
+    the first `limit` values, "..." where it stops."""
+    out, count = [], 0
+    for row in values:
+        if count >= limit:
+            break
+        shown = []
+        for v in row:
+            if count >= limit:
+                shown.append("...")
+                break
+            shown.append(("" if not shown else " ") + str(v))
+            count += 1
+        out.append("[" + "".join(shown) + "]")
+    if count < values.size:
+        out.append("...")
+    return "".join(out)
+
+
+def _debug_string(values: np.ndarray) -> str:
+    dims = ",".join(str(d) for d in values.shape)
+    return f"Tensor<type: int32 shape: [{dims}] values: {_summarize(values)}>"
+
+
+@CollectiveAssignGroupV2.kernel(
+    host_memory=("group_assignment", "device_index", "base_key", "group_size", "group_key")
+)
+async def _collective_assign_group_v2(ctx, assignment, device_index, base_key):
+    # (host memory, whatever the device)
+    assignment, index, base = np.asarray(assignment), int(device_index), int(base_key)
+    if assignment.ndim != 2:
+        dims = ",".join(str(d) for d in assignment.shape)
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"group_assignment must be a 2-d Tensor, but received tensor of shape: [{dims}]",
+        )  # fmt: skip
+    rows = np.nonzero((assignment == index).any(axis=1))[0]
+    if rows.size == 0:
+        if not ((assignment >= 0) & (assignment < assignment.size)).all():
+            raise errors.InvalidArgumentError(
+                None, None,
+                f"Not all items in group_assignment {_debug_string(assignment)} is within "
+                "[0, number of devices)",
+            )  # fmt: skip
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"device_index {index} is not found in group_assignment {_debug_string(assignment)}",
+        )  # fmt: skip
+    group_id = int(rows[0])
+    key = base + group_id
+    if key == 0:
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"Using the reserved group_key = 0 is not allowed: group_id = {group_id}, "
+            f"base_key = {base}",
+        )  # fmt: skip
+    return np.int32(assignment.shape[1]), np.int32(key)
+
+
+class Communicator:
+    """A CollectiveInitializeCommunicator's resource: this member's rank in the group
+    `group_key` of `group_size` members.  The V3 ops run on it in order: the k-th
+    execution on a communicator meets the k-th on every other member's."""
+
+    def __init__(self, group_key: int, rank: int, group_size: int, timeout: float):
+        self.group_key, self.rank, self.group_size = group_key, rank, group_size
+        self.timeout = timeout
+
+
+@CollectiveInitializeCommunicator.kernel(
+    host_memory=("group_key", "rank", "group_size", "communicator")
+)
+async def _collective_initialize_communicator(ctx, group_key, rank, group_size):
+    key, rank, size = int(group_key), int(rank), int(group_size)
+    if size <= 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"group_size must be positive integer but got {size}"
+        )
+    if rank >= size:
+        raise errors.InvalidArgumentError(
+            None, None, f"rank must be less than group size but got {rank} >= {size}"
+        )
+    if rank < 0:
+        raise errors.InvalidArgumentError(None, None, f"rank must be non-negative but got {rank}")
+    handle = np.empty((), dtype=object)
+    handle[()] = Communicator(key, rank, size, float(ctx.attrs["timeout_seconds"] or 0))
+    return handle
+
+
+def _communicator(handle) -> Communicator:
+    c = handle[()] if isinstance(handle, np.ndarray) and handle.shape == () else handle
+    if not isinstance(c, Communicator):
+        raise errors.InvalidArgumentError(
+            None, None, f"Expected a collective communicator, got {type(c).__name__}"
+        )
+    return c
+
+
+async def _run_v3(ctx, what: str, x, handle, group_assignment):
+    """One V3 execution on the communicator: its result, on the op's device.
+
+    Raises:
+      UnimplementedError: a non-empty group assignment (TF 2.21 has none either).
+    """
+    comm = _communicator(handle)
+    if np.size(group_assignment):  # (host memory)
+        raise errors.UnimplementedError(None, None, "Group assignments are not supported yet.")
+    value = await _host(ctx, x)
+    if what == "alltoall":
+        _check_all_to_all_rows(value, comm.group_size)
+    result = await _collectives(ctx).run(
+        ctx, f"{what}#{comm.rank}", comm.group_size, comm.group_key, "v3", value
+    )
+    return await _to_device(ctx, result, ctx.attrs["T"])
+
+
+@CollectiveReduceV3.kernel(host_memory=("communicator", "group_assignment"))
+async def _collective_reduce_v3(ctx, x, handle, group_assignment):
+    reduction = ctx.attrs["reduction"]
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    return await _run_v3(ctx, f"reduce:{reduction}:Id", x, handle, group_assignment)
+
+
+@CollectiveAllToAllV3.kernel(host_memory=("communicator", "group_assignment"))
+async def _collective_all_to_all_v3(ctx, x, handle, group_assignment):
+    return await _run_v3(ctx, "alltoall", x, handle, group_assignment)

@@ -10,10 +10,15 @@ member that never meets its group fails the test instead of hanging it.
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+
 import numpy as np
 import pytest
 
 import asyncflow as af
+from asyncflow.ops import nccl_ops
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -64,3 +69,190 @@ def test_a_member_that_timed_out_gives_its_execution_back():
                 sess.run(b)  # alone: its group never completes
             for got in sess.run([a, b]):
                 assert got.tolist() == [11.0, 22.0]
+
+
+# -- the cases TF 2.21 ran (fixtures/collective_s28_cases.py) ------------------------------
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_HERE, "fixtures"))
+import collective_s28_cases as cases  # noqa: E402
+
+with open(os.path.join(_HERE, "fixtures", "collective_s28_tf.json")) as _f:
+    TF = json.load(_f)
+
+
+@pytest.mark.parametrize("name", sorted(cases.CASES))
+def test_case_as_tf(name):
+    assert name in TF, "re-record the fixture"
+    assert json.loads(json.dumps(cases.run_case(af, name))) == TF[name]
+
+
+# -- NCCL on the stand-in GPUs ------------------------------------------------------------
+
+
+@pytest.fixture
+def two_gpus(monkeypatch):
+    monkeypatch.setenv("ASYNCFLOW_FAKE_GPUS", "2")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with af.Graph().as_default() as g:
+        yield g
+
+
+def _on_gpus(values, dtype=af.float32):
+    out = []
+    for i, v in enumerate(values):
+        with af.device(f"/gpu:{i}"):
+            out.append(af.constant(v, dtype))
+    return out
+
+
+@pytest.mark.parametrize(
+    "fn,want",
+    [
+        (nccl_ops.all_sum, [11.0, -18.0, 33.0]),
+        (nccl_ops.all_prod, [10.0, -40.0, 90.0]),
+        (nccl_ops.all_min, [1.0, -20.0, 3.0]),
+        (nccl_ops.all_max, [10.0, 2.0, 30.0]),
+    ],
+)
+def test_nccl_all_reduce_on_two_gpus(two_gpus, fn, want):
+    xs = _on_gpus([[1.0, 2.0, 3.0], [10.0, -20.0, 30.0]])
+    outs = fn(xs)
+    assert [o.op.type for o in outs] == ["NcclAllReduce"] * 2
+    assert [o.device for o in outs] == [x.device for x in xs]
+    assert outs[0].op.get_attr("shared_name") == outs[1].op.get_attr("shared_name")
+    with af.Session() as sess:
+        for _ in range(2):  # each step's nodes meet each other
+            for got in sess.run(outs):
+                assert got.tolist() == want
+
+
+def test_nccl_all_sum_ints_and_its_gradient(two_gpus):
+    a, b = _on_gpus([[1, 2], [3, 4]], af.int64)
+    s0, s1 = nccl_ops.all_sum([a, b])
+    x, y = _on_gpus([[1.0, 2.0], [3.0, 4.0]])
+    u, v = nccl_ops.all_sum([x, y])
+    # each replica's gradient in its device's scope, as TF needs (and a strategy does)
+    with af.device("/gpu:0"):
+        (gx,) = af.gradients(af.reduce_sum(u * af.constant([1.0, 10.0])), [x])
+    with af.device("/gpu:1"):
+        (gy,) = af.gradients(af.reduce_sum(v * 3.0), [y])
+    assert gx.op.type == "NcclAllReduce"
+    assert gx.op.get_attr("shared_name") == u.op.get_attr("shared_name") + b"_grad"
+    with af.Session() as sess:
+        r0, r1, dx, dy = sess.run([s0, s1, gx, gy])
+    assert r0.tolist() == r1.tolist() == [4, 6] and r0.dtype == np.int64
+    assert dx.tolist() == dy.tolist() == [4.0, 13.0]  # the two devices' gradients summed
+
+
+def test_nccl_gradients_of_other_reductions_and_without_devices(two_gpus):
+    x, y = _on_gpus([[1.0], [2.0]])
+    m0, _ = nccl_ops.all_max([x, y])
+    with pytest.raises(LookupError, match='except for reduction="sum"'):
+        af.gradients(m0, [x])
+    with af.device(None):
+        bare = af.constant([1.0])
+    with pytest.raises(ValueError, match="Device assignment for tensor=.* required for nccl"):
+        nccl_ops.all_sum([bare])
+    with pytest.raises(ValueError, match="Must pass >0 tensors to all reduce operations"):
+        nccl_ops.all_sum([])
+
+
+def test_nccl_reduce_and_broadcast_with_their_gradients(two_gpus):
+    x, y = _on_gpus([[1.0, 2.0], [3.0, 5.0]])
+    with af.device("/gpu:1"):
+        total = nccl_ops.reduce_sum([x, y])
+    assert total.op.type == "NcclReduce" and total.device.endswith("GPU:1")
+    with af.device("/gpu:0"):
+        with pytest.raises(ValueError, match="One input tensor must be assigned to current"):
+            nccl_ops.reduce_sum([y])
+    gx, gy = af.gradients(af.reduce_sum(total * total), [x, y], colocate_gradients_with_ops=True)
+    assert gx.op.type == "NcclBroadcast"
+    sent = nccl_ops.broadcast(x)
+    with af.device("/gpu:1"):
+        seen = sent * 2.0
+    with af.device("/gpu:0"):
+        mine = sent * 3.0
+    with af.device("/gpu:0"):
+        (gb,) = af.gradients(af.reduce_sum(seen) + af.reduce_sum(mine), [x])
+    assert gb.op.type == "NcclReduce"
+    with af.Session() as sess:
+        t, dx, dy, s, g = sess.run([total, gx, gy, seen, gb])
+    assert t.tolist() == [4.0, 7.0]
+    assert dx.tolist() == dy.tolist() == [8.0, 14.0]
+    assert s.tolist() == [2.0, 4.0]
+    assert g.tolist() == [5.0, 5.0]
+
+
+def test_nccl_step_aborted_midway_leaves_the_next_step_paired(two_gpus):
+    x, y = _on_gpus([[1.0], [2.0]])
+    with af.device("/cpu:0"):
+        q = af.FIFOQueue(2, af.float32, shapes=[[1]])
+        late = q.dequeue()
+        put = q.enqueue(af.constant([0.5]))
+    with af.device("/gpu:0"):
+        x = x + late
+    outs = nccl_ops.all_sum([x, y])
+    with af.Session() as sess:
+        with pytest.raises(af.errors.DeadlineExceededError):
+            sess.run(outs, options=af.RunOptions(timeout_in_ms=300))
+        sess.run(put)
+        assert [o.tolist() for o in sess.run(outs)] == [[3.5], [3.5]]
+
+
+def _scaled(x):
+    ctx = af.distribute.get_replica_context()
+    return x * af.cast(ctx.replica_id_in_sync_group + 1, af.float32)
+
+
+def test_mirrored_strategy_with_nccl_all_reduce_on_two_gpus(two_gpus):
+    s = af.distribute.MirroredStrategy(cross_device_ops=af.distribute.NcclAllReduce())
+    with s.scope():
+        v = af.Variable([1.0, 2.0], name="v")
+        opt = af.train.GradientDescentOptimizer(0.1)
+        train = s.run(
+            lambda x: opt.minimize(af.reduce_sum(v * _scaled(x))),
+            args=(af.constant([1.0, 3.0]),),
+        )
+        per_replica = s.run(lambda: _scaled(af.constant([2.0, 4.0])))
+    total = s.reduce(af.distribute.ReduceOp.SUM, per_replica, axis=None)
+    mean = s.extended.reduce_to(af.distribute.ReduceOp.MEAN, per_replica, v)
+    ops = {o.type for o in af.get_default_graph().get_operations()}
+    assert "NcclAllReduce" in ops  # the gradients' all-reduce, one node per GPU
+    with af.Session() as sess:
+        sess.run(af.global_variables_initializer())
+        sess.run(train)
+        for part in sess.run(v.values):  # the two-CPU numbers TF gives
+            np.testing.assert_allclose(part, [0.7, 1.0999999])
+        assert sess.run(total).tolist() == [6.0, 12.0]  # to the host: reduced on one device
+        for part in sess.run(mean.values):
+            assert part.tolist() == [3.0, 6.0]
+
+
+def test_reduce_scatter_and_all_to_all_on_two_gpus(two_gpus):
+    # TF 2.21 reduce-scatters with NCCL only (on CPUs: the fixture's InternalError):
+    # the reduction's i-th slice of the first dimension goes to the i-th member.
+    scattered, exchanged = [], []
+    for d, xs in enumerate(
+        _on_gpus([[[1.0], [2.0], [3.0], [4.0]], [[10.0], [20.0], [30.0], [40.0]]])
+    ):
+        with af.device(f"/gpu:{d}"):
+            scattered.append(
+                raw.CollectiveReduceScatterV2(
+                    input=xs, group_size=2, group_key=71, instance_key=1, ordering_token=[],
+                    merge_op="Add", final_op="Div", timeout_seconds=5.0,
+                )
+            )  # fmt: skip
+            comm = raw.CollectiveInitializeCommunicator(group_key=72, rank=1 - d, group_size=2)
+            exchanged.append(
+                raw.CollectiveAllToAllV3(
+                    input=xs[:2], communicator=comm, group_assignment=af.zeros([0, 0], af.int32),
+                    timeout_seconds=5.0,
+                )
+            )  # fmt: skip
+    assert scattered[0].shape.as_list() == [None, 1]
+    with af.Session() as sess:
+        s0, s1, e0, e1 = sess.run(scattered + exchanged)
+    assert (s0.tolist(), s1.tolist()) == ([[5.5], [11.0]], [[16.5], [22.0]])
+    # ranks from the communicators: gpu:1 is rank 0
+    assert (e1.tolist(), e0.tolist()) == ([[10.0], [1.0]], [[20.0], [2.0]])
