@@ -1,17 +1,26 @@
 """Collective ops: CollectiveReduce, CollectiveGather, CollectiveBcastSend/Recv and their
-V2 forms (keys and sizes as tensors) — a group of `group_size` devices, possibly on
-different tasks and in different sessions, each running the op with the same
-`group_key` and `instance_key`, combine their inputs and each get the result.
+V2 forms (keys and sizes as tensors), CollectiveAllToAllV2, CollectiveReduceScatterV2
+and CollectiveAssignGroupV2; CollectiveReduceV3 and CollectiveAllToAllV3 on a
+CollectiveInitializeCommunicator's communicator — a group of `group_size` devices,
+possibly on different tasks and in different sessions, each running the op with the
+same `group_key` and `instance_key` (a V3 op: the same communicator group), combine
+their inputs and each get the result.
 
 How members meet: the k-th execution of an instance on a device (counted per device)
 pairs with the k-th on every other member, as TF's collectives pair executions in step
 order.  Every member sends its part to the group's leader — in a cluster the task
 chief:0 (worker:0 without a chief), as TF's default `collective_group_leader`; in a
 plain session the process itself — which combines the parts in rank order (members'
-device names sorted: task, then device) and sends each member the result.  Summing in
-one order on one task gives every member the same bits.  Across tasks, parts and
-results travel as PUSH frames of the task services (`collective;` keys); `deliver` is
-what a service calls with one.
+device names sorted: task, then device; a communicator's ranks for V3 ops) and sends
+each member its result.  Summing in one order on one task gives every member the same
+bits.  Across tasks, parts and results travel as PUSH frames of the task services
+(`collective;` keys); `deliver` is what a service calls with one.
+
+An execution that gives up before its group completes (its step aborted or cancelled,
+its timeout passed) did not happen: its part is withdrawn and its number k is used
+again by the device's next execution, so the members stay in step.  With the leader on
+another task the withdrawal asks the leader, which drops the part unless the group has
+completed meanwhile; the device's next execution waits for that answer.
 
 Invariant: a member's waiter is registered before its part is sent, so a result never
 arrives before the future waiting for it.
@@ -39,6 +48,8 @@ _MERGE_OPS = ("Min", "Max", "Mul", "Add")
 _FINAL_OPS = ("Id", "Div")
 _COMMON = {"communication_hint": "auto", "timeout_seconds": 0.0}
 _KEYS = {"group_size": REQUIRED, "group_key": REQUIRED, "instance_key": REQUIRED}
+# How long a member's next execution waits for the leader's answer to a withdrawal.
+_WITHDRAW_WAIT = 10.0
 
 
 def _check_choice(op, attr: str, allowed: tuple) -> None:
@@ -204,13 +215,25 @@ class _Collectives:
         # given back by executions that gave up (a heap)
         self.counters: dict[tuple, int] = {}
         self.free: dict[tuple, list] = {}
+        # A member whose leader is on another task and that gave up: its withdrawal
+        # waits for the leader's answer, (key, device) -> (count key, future), and the
+        # device's next execution of that instance waits for it (count key -> futures).
+        self.withdrawals: dict[tuple, tuple] = {}
+        self.pending: dict[tuple, list] = {}
         self.parts: dict[str, dict] = {}  # instance -> {device: (what, value)}
         self.waiting: dict[tuple, asyncio.Future] = {}  # (instance, device) -> future
 
     # -- the member's side
-    def _take_slot(self, count_key) -> int:
+    async def _take_slot(self, count_key) -> int:
         """The execution number of this device's next execution of an instance: the
-        lowest one given back by an execution that gave up, else the next unused."""
+        lowest one given back by an execution that gave up, else the next unused.
+        Withdrawals still waiting for the leader's answer are waited for first (at
+        most `_WITHDRAW_WAIT` seconds each; unanswered, the number stays used)."""
+        for fut in list(self.pending.get(count_key, ())):
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), _WITHDRAW_WAIT)
+            except TimeoutError:
+                pass
         free = self.free.get(count_key)
         if free:
             k = heapq.heappop(free)
@@ -245,7 +268,7 @@ class _Collectives:
             )
         device = ctx.device.name
         count_key = (device, group, instance)
-        k = self._take_slot(count_key)
+        k = await self._take_slot(count_key)
         key = f"{group};{instance};{k}"
         future = asyncio.get_running_loop().create_future()
         self.waiting[(key, device)] = future
@@ -266,12 +289,55 @@ class _Collectives:
             if not completed and self._leader() is None:
                 # Given up (timed out, cancelled with its step) before the group
                 # completed: completion here is synchronous (add_part), so the group
-                # did not complete.  A part already sent to a leader on another task
-                # stays there, and the number stays used.
+                # did not complete.
                 self._give_back(count_key, key, device)
+            elif not completed and not once:
+                # The leader is on another task: it says whether the group was still
+                # incomplete (our part withdrawn: the number is given back) or not.
+                self._withdraw(count_key, key, device)
             if once:
                 self.counters.pop(count_key, None)
                 self.free.pop(count_key, None)
+
+    def _withdraw(self, count_key, key: str, device: str) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self.withdrawals[(key, device)] = (count_key, future)
+        self.pending.setdefault(count_key, []).append(future)
+        try:
+            self.service.push_collective(
+                *self._leader(), f"collective;w;{key};{device}", np.zeros(0, np.uint8)
+            )
+        except errors.OpError:
+            self.withdrawn(key, device, False)
+
+    def withdrawn(self, key: str, device: str, removed: bool) -> None:
+        """The leader's answer to a withdrawal: whether it removed the part."""
+        entry = self.withdrawals.pop((key, device), None)
+        if entry is None:
+            return
+        count_key, future = entry
+        if removed:
+            self._give_back(count_key, key, device)
+        futures = self.pending.get(count_key, [])
+        if future in futures:
+            futures.remove(future)
+        if not futures:
+            self.pending.pop(count_key, None)
+        if not future.done():
+            future.set_result(removed)
+
+    def withdraw_part(self, key: str, device: str) -> None:
+        """(The leader) a member gave up: drop its part if its group has not completed,
+        and tell it whether it did."""
+        parts = self.parts.get(key)
+        removed = parts is not None and parts.pop(device, None) is not None
+        if parts is not None and not parts:
+            del self.parts[key]
+        spec = DeviceSpec.from_string(device)
+        self.service.push_collective(
+            spec.job, spec.task or 0, f"collective;a;{key};{device}",
+            np.asarray([int(removed)], np.uint8),
+        )  # fmt: skip
 
     def _send_part(self, key, size, what, device, value) -> None:
         leader = self._leader()
@@ -444,6 +510,13 @@ def deliver(service, key: str, value) -> None:
     elif kind == "r":
         _, _, group, instance, k, device = fields
         state.set_result(f"{group};{instance};{k}", device, value)
+    elif kind == "w":
+        _, _, group, instance, k, device = fields
+        state.withdraw_part(f"{group};{instance};{k}", device)
+    elif kind == "a":
+        _, _, group, instance, k, device = fields
+        removed = bool(np.asarray(value, np.uint8).reshape(-1)[:1].sum())
+        state.withdrawn(f"{group};{instance};{k}", device, removed)
     elif kind == "e":
         _, _, group, instance, k, device = fields
         message = bytes(np.asarray(value, np.uint8)).decode()

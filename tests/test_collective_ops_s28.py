@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -256,3 +258,78 @@ def test_reduce_scatter_and_all_to_all_on_two_gpus(two_gpus):
     assert (s0.tolist(), s1.tolist()) == ([[5.5], [11.0]], [[16.5], [22.0]])
     # ranks from the communicators: gpu:1 is rank 0
     assert (e1.tolist(), e0.tolist()) == ([[10.0], [1.0]], [[20.0], [2.0]])
+
+
+# -- across tasks: a member that gave up withdraws its part from the leader ---------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def cluster3(monkeypatch):
+    monkeypatch.setenv("ASYNCFLOW_CLUSTER_SECRET", "collective-s28")
+    spec = af.train.ClusterSpec({"worker": [f"127.0.0.1:{_free_port()}" for _ in range(3)]})
+    servers = [af.train.Server(spec, "worker", i) for i in range(3)]
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+def _task_graph(i):
+    with af.device(f"/job:worker/task:{i}/device:CPU:0"):
+        x = af.placeholder(af.float32, [2])
+        mean = raw.CollectiveReduceV2(
+            input=x, group_size=3, group_key=5, instance_key=1, ordering_token=[],
+            merge_op="Add", final_op="Div", timeout_seconds=0.3 if i == 1 else 5.0,
+        )  # fmt: skip
+    return x, mean
+
+
+def test_a_member_on_another_task_that_gave_up_withdraws_its_part(cluster3):
+    # worker:1 runs its member alone (worker:0 leads): it times out, and its part, which
+    # went to the leader, is withdrawn.  Before, the leader kept that stale part (100s)
+    # for the next group and worker:1's next execution ran one ahead of the others.
+    graphs = {}
+    for i in range(3):
+        with af.Graph().as_default() as g:
+            graphs[i] = (g, *_task_graph(i))
+    sessions = {i: af.Session(cluster3[i].target, graph=graphs[i][0]) for i in range(3)}
+    try:
+        _, x1, mean1 = graphs[1]
+        with pytest.raises(af.errors.DeadlineExceededError, match="Collective has timed out"):
+            sessions[1].run(mean1, {x1: [100.0, 100.0]})
+
+        def task(i):
+            _, x, mean = graphs[i]
+            return sessions[i].run(mean, {x: [1.0 * (i + 1), 2.0 * (i + 1)]})
+
+        results = _in_threads(3, task)
+    finally:
+        for s in sessions.values():
+            s.close()
+    for i in range(3):
+        assert results[i].tolist() == [2.0, 4.0]
+
+
+def _in_threads(n, fn) -> dict:
+    results, failures = {}, []
+
+    def target(i):
+        try:
+            results[i] = fn(i)
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            failures.append(e)
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert not any(t.is_alive() for t in threads), "a task did not finish"
+    if failures:
+        raise failures[0]
+    return results
