@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -333,3 +334,41 @@ def _in_threads(n, fn) -> dict:
     if failures:
         raise failures[0]
     return results
+
+
+def test_build_time_errors_and_static_shapes_as_tf():
+    # TF 2.21's messages and shapes for the same calls
+    with af.Graph().as_default():
+        x = af.constant([1.0, 2.0])
+        with pytest.raises(ValueError, match=re.escape(
+            "Attr 'reduction' of 'NcclAllReduce' Op passed string 'avg' not in: "
+            '"min", "max", "prod", "sum".'
+        )):  # fmt: skip
+            raw.NcclAllReduce(input=x, reduction="avg", num_devices=2, shared_name="a")
+        comm = raw.CollectiveInitializeCommunicator(group_key=1, rank=0, group_size=1)
+        assert (comm.dtype, comm.shape.as_list()) == (af.resource, [])
+        with pytest.raises(ValueError, match=re.escape(
+            "Attr 'reduction' of 'CollectiveReduceV3' Op passed string 'Sub' not in: "
+            '"Min", "Max", "Mul", "Add".'
+        )):  # fmt: skip
+            raw.CollectiveReduceV3(
+                input=x, communicator=comm, group_assignment=af.zeros([0, 0], af.int32),
+                reduction="Sub",
+            )  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(
+            "Attr 'final_op' of 'CollectiveReduceScatterV2' Op passed string 'Mean' not in: "
+            '"Id", "Div".'
+        )):  # fmt: skip
+            raw.CollectiveReduceScatterV2(
+                input=x, group_size=1, group_key=1, instance_key=1, ordering_token=[],
+                merge_op="Add", final_op="Mean",
+            )  # fmt: skip
+        assert raw.NcclReduce(input=[x, x], reduction="sum").shape.as_list() == [2]
+        p = af.placeholder(af.float32, [None, 3])
+        assert raw.NcclBroadcast(input=p, shape=[None, 3]).shape.as_list() == [None, 3]
+        # (TF names the parameter 'input' and keeps the op def's order of the types)
+        with pytest.raises(TypeError, match="has DataType string not in list of allowed"):
+            raw.CollectiveAllToAllV2(
+                input=af.constant(["a"]), group_size=1, group_key=1, instance_key=1,
+                ordering_token=[],
+            )  # fmt: skip
