@@ -232,8 +232,10 @@ class _Collectives:
         for fut in list(self.pending.get(count_key, ())):
             try:
                 await asyncio.wait_for(asyncio.shield(fut), _WITHDRAW_WAIT)
-            except TimeoutError:
-                pass
+            except TimeoutError:  # no answer (the leader is gone?): the number stays used
+                for wkey, (_, f) in list(self.withdrawals.items()):
+                    if f is fut:
+                        self.withdrawn(wkey[0], wkey[1], False)
         free = self.free.get(count_key)
         if free:
             k = heapq.heappop(free)
