@@ -80,6 +80,7 @@ from asyncflow.ops import (  # noqa: F401
     math_ops,
     math_special_ops,
     matmul_ops,
+    nccl_ops,
     nn_impl,
     nn_impl_gpu,
     nn_ops,

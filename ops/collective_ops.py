@@ -1,17 +1,26 @@
 """Collective ops: CollectiveReduce, CollectiveGather, CollectiveBcastSend/Recv and their
-V2 forms (keys and sizes as tensors) — a group of `group_size` devices, possibly on
-different tasks and in different sessions, each running the op with the same
-`group_key` and `instance_key`, combine their inputs and each get the result.
+V2 forms (keys and sizes as tensors), CollectiveAllToAllV2, CollectiveReduceScatterV2
+and CollectiveAssignGroupV2; CollectiveReduceV3 and CollectiveAllToAllV3 on a
+CollectiveInitializeCommunicator's communicator — a group of `group_size` devices,
+possibly on different tasks and in different sessions, each running the op with the
+same `group_key` and `instance_key` (a V3 op: the same communicator group), combine
+their inputs and each get the result.
 
 How members meet: the k-th execution of an instance on a device (counted per device)
 pairs with the k-th on every other member, as TF's collectives pair executions in step
 order.  Every member sends its part to the group's leader — in a cluster the task
 chief:0 (worker:0 without a chief), as TF's default `collective_group_leader`; in a
 plain session the process itself — which combines the parts in rank order (members'
-device names sorted: task, then device) and sends each member the result.  Summing in
-one order on one task gives every member the same bits.  Across tasks, parts and
-results travel as PUSH frames of the task services (`collective;` keys); `deliver` is
-what a service calls with one.
+device names sorted: task, then device; a communicator's ranks for V3 ops) and sends
+each member its result.  Summing in one order on one task gives every member the same
+bits.  Across tasks, parts and results travel as PUSH frames of the task services
+(`collective;` keys); `deliver` is what a service calls with one.
+
+An execution that gives up before its group completes (its step aborted or cancelled,
+its timeout passed) did not happen: its part is withdrawn and its number k is used
+again by the device's next execution, so the members stay in step.  With the leader on
+another task the withdrawal asks the leader, which drops the part unless the group has
+completed meanwhile; the device's next execution waits for that answer.
 
 Invariant: a member's waiter is registered before its part is sent, so a result never
 arrives before the future waiting for it.
@@ -20,6 +29,7 @@ arrives before the future waiting for it.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import weakref
 
 import numpy as np
@@ -29,7 +39,7 @@ from asyncflow.device_spec import DeviceSpec
 from asyncflow.graph import constant_shape
 from asyncflow.registry import REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
-__all__ = ["deliver"]
+__all__ = ["deliver", "local_collectives"]
 
 _REDUCE_TYPES = TypeConstraint(["bfloat16", "float32", "float16", "float64", "int32", "int64"])
 _GATHER_TYPES = TypeConstraint(["float32", "float16", "float64", "int32", "int64"])
@@ -38,6 +48,8 @@ _MERGE_OPS = ("Min", "Max", "Mul", "Add")
 _FINAL_OPS = ("Id", "Div")
 _COMMON = {"communication_hint": "auto", "timeout_seconds": 0.0}
 _KEYS = {"group_size": REQUIRED, "group_key": REQUIRED, "instance_key": REQUIRED}
+# How long a member's next execution waits for the leader's answer to a withdrawal.
+_WITHDRAW_WAIT = 10.0
 
 
 def _check_choice(op, attr: str, allowed: tuple) -> None:
@@ -199,21 +211,66 @@ class _Collectives:
 
     def __init__(self, service):
         self.service = service
+        # (device, group, instance) -> executions numbered so far, and the numbers
+        # given back by executions that gave up (a heap)
         self.counters: dict[tuple, int] = {}
+        self.free: dict[tuple, list] = {}
+        # A member whose leader is on another task and that gave up: its withdrawal
+        # waits for the leader's answer, (key, device) -> (count key, future), and the
+        # device's next execution of that instance waits for it (count key -> futures).
+        self.withdrawals: dict[tuple, tuple] = {}
+        self.pending: dict[tuple, list] = {}
         self.parts: dict[str, dict] = {}  # instance -> {device: (what, value)}
         self.waiting: dict[tuple, asyncio.Future] = {}  # (instance, device) -> future
 
     # -- the member's side
-    async def run(self, ctx, what: str, size: int, group: int, instance: int, value):
-        """This device's part of one execution; the combined result."""
+    async def _take_slot(self, count_key) -> int:
+        """The execution number of this device's next execution of an instance: the
+        lowest one given back by an execution that gave up, else the next unused.
+        Withdrawals still waiting for the leader's answer are waited for first (at
+        most `_WITHDRAW_WAIT` seconds each; unanswered, the number stays used)."""
+        for fut in list(self.pending.get(count_key, ())):
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), _WITHDRAW_WAIT)
+            except TimeoutError:  # no answer (the leader is gone?): the number stays used
+                for wkey, (_, f) in list(self.withdrawals.items()):
+                    if f is fut:
+                        self.withdrawn(wkey[0], wkey[1], False)
+        free = self.free.get(count_key)
+        if free:
+            k = heapq.heappop(free)
+            if not free:
+                del self.free[count_key]
+            return k
+        k = self.counters.get(count_key, 0)
+        self.counters[count_key] = k + 1
+        return k
+
+    def _give_back(self, count_key, key: str, device: str) -> None:
+        """An execution that gave up before its group completed (its step aborted, it
+        timed out) did not happen: its part is dropped and its number is used again
+        by the device's next execution, so the members stay in step."""
+        parts = self.parts.get(key)
+        if parts is not None:
+            parts.pop(device, None)
+            if not parts:
+                del self.parts[key]
+        k = int(key.rsplit(";", 1)[1])
+        heapq.heappush(self.free.setdefault(count_key, []), k)
+
+    async def run(self, ctx, what, size, group, instance, value, *, once: bool = False):
+        """This device's part of one execution; the combined result.
+
+        `once`: the group meets once only (its key names a step): its numbering is
+        forgotten when the execution ends.
+        """
         if size <= 0:
             raise errors.InvalidArgumentError(
                 None, None, f"group_size must be positive integer but got {size}"
             )
         device = ctx.device.name
         count_key = (device, group, instance)
-        k = self.counters.get(count_key, 0)
-        self.counters[count_key] = k + 1
+        k = await self._take_slot(count_key)
         key = f"{group};{instance};{k}"
         future = asyncio.get_running_loop().create_future()
         self.waiting[(key, device)] = future
@@ -230,10 +287,59 @@ class _Collectives:
             return await future
         finally:
             self.waiting.pop((key, device), None)
-            if not future.done() and self._leader() is None:
-                # Given up (timed out, cancelled): a part left behind would pair with
-                # nobody's; drop it (a part already sent to another task stays there).
-                self.parts.get(key, {}).pop(device, None)
+            completed = future.done() and not future.cancelled()
+            if not completed and self._leader() is None:
+                # Given up (timed out, cancelled with its step) before the group
+                # completed: completion here is synchronous (add_part), so the group
+                # did not complete.
+                self._give_back(count_key, key, device)
+            elif not completed and not once:
+                # The leader is on another task: it says whether the group was still
+                # incomplete (our part withdrawn: the number is given back) or not.
+                self._withdraw(count_key, key, device)
+            if once:
+                self.counters.pop(count_key, None)
+                self.free.pop(count_key, None)
+
+    def _withdraw(self, count_key, key: str, device: str) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self.withdrawals[(key, device)] = (count_key, future)
+        self.pending.setdefault(count_key, []).append(future)
+        try:
+            self.service.push_collective(
+                *self._leader(), f"collective;w;{key};{device}", np.zeros(0, np.uint8)
+            )
+        except errors.OpError:
+            self.withdrawn(key, device, False)
+
+    def withdrawn(self, key: str, device: str, removed: bool) -> None:
+        """The leader's answer to a withdrawal: whether it removed the part."""
+        entry = self.withdrawals.pop((key, device), None)
+        if entry is None:
+            return
+        count_key, future = entry
+        if removed:
+            self._give_back(count_key, key, device)
+        futures = self.pending.get(count_key, [])
+        if future in futures:
+            futures.remove(future)
+        if not futures:
+            self.pending.pop(count_key, None)
+        if not future.done():
+            future.set_result(removed)
+
+    def withdraw_part(self, key: str, device: str) -> None:
+        """(The leader) a member gave up: drop its part if its group has not completed,
+        and tell it whether it did."""
+        parts = self.parts.get(key)
+        removed = parts is not None and parts.pop(device, None) is not None
+        if parts is not None and not parts:
+            del self.parts[key]
+        spec = DeviceSpec.from_string(device)
+        self.service.push_collective(
+            spec.job, spec.task or 0, f"collective;a;{key};{device}",
+            np.asarray([int(removed)], np.uint8),
+        )  # fmt: skip
 
     def _send_part(self, key, size, what, device, value) -> None:
         leader = self._leader()
@@ -261,14 +367,12 @@ class _Collectives:
         if len(parts) < size:
             return
         del self.parts[key]
-        ranked = sorted(parts, key=_rank_key)
+        ranked = sorted(parts, key=lambda d: _member_rank(d, parts[d][0]))
         try:
-            result = _combine(ranked, parts)
+            results = _combine(ranked, parts)
         except errors.OpError as e:
-            for member in ranked:
-                self._send_result(key, member, e)
-            return
-        for member in ranked:
+            results = [e] * len(ranked)
+        for member, result in zip(ranked, results, strict=True):
             self._send_result(key, member, result)
 
     def _send_result(self, key, device, result) -> None:
@@ -306,46 +410,67 @@ def _rank_key(device: str):
     )
 
 
-def _combine(ranked: list, parts: dict):
-    """The result every member gets.
+def _member_rank(device: str, what: str):
+    """A member's place in its group: the rank its communicator gives it (a V3 op's
+    part says "what#rank"), else its device name's order (task, then device)."""
+    _, sep, rank = what.partition("#")
+    return (int(rank),) if sep else (-1, *_rank_key(device))
+
+
+def _combine(ranked: list, parts: dict) -> list:
+    """The result each member gets, in rank order.
 
     Raises:
       InvalidArgumentError: members disagree on what they run, or their shapes differ
         where they must agree, or a broadcast has not exactly one sender.
     """
-    kinds = {parts[d][0].split(":")[0] for d in ranked}
+    whats = [parts[d][0].partition("#")[0] for d in ranked]
+    kinds = {w.split(":")[0] for w in whats}
     values = [parts[d][1] for d in ranked]
+    n = len(values)
     if kinds <= {"bcast_send", "bcast_recv"}:
-        senders = [parts[d][1] for d in ranked if parts[d][0] == "bcast_send"]
+        senders = [v for w, v in zip(whats, values, strict=True) if w == "bcast_send"]
         if len(senders) != 1:
             raise errors.InvalidArgumentError(
                 None, None, f"Broadcast needs exactly one sender in a group; got {len(senders)}"
             )
-        return senders[0]
-    if len({parts[d][0] for d in ranked}) != 1:
+        return [senders[0]] * n
+    if len(set(whats)) != 1:
         raise errors.InvalidArgumentError(
             None, None, "The members of a collective group ran different collective ops"
         )
-    what = parts[ranked[0]][0]
+    what = whats[0]
     if what == "gather":
         if len({np.shape(v)[1:] for v in values}) != 1:
             raise errors.InvalidArgumentError(
                 None, None, "Collective gather members have inputs of different shapes"
             )
-        return np.concatenate([np.asarray(v) for v in values], axis=0)
-    _, merge, final = what.split(":")
+        return [np.concatenate([np.asarray(v) for v in values], axis=0)] * n
     if len({np.shape(v) for v in values}) != 1:
         raise errors.InvalidArgumentError(
             None, None, "Shape mismatch in the collective instance: the members' inputs differ"
         )
+    if what == "alltoall":  # member r gets row r of every member, in rank order
+        return [np.stack([np.asarray(v)[r] for v in values]) for r in range(n)]
+    kind, merge, final = what.split(":")
     ufunc = {"Add": np.add, "Mul": np.multiply, "Min": np.minimum, "Max": np.maximum}[merge]
     total = np.asarray(values[0]).copy()
     for v in values[1:]:
         total = ufunc(total, v)
     if final == "Div":
-        n = np.asarray(len(values), total.dtype)
-        total = total // n if total.dtype.kind in "iu" else total / n
-    return np.asarray(total, dtype=np.asarray(values[0]).dtype)
+        count = np.asarray(n, total.dtype)
+        total = total // count if total.dtype.kind in "iu" else total / count
+    total = np.asarray(total, dtype=np.asarray(values[0]).dtype)
+    if kind == "reduce_scatter":  # member r gets the r-th of n equal slices
+        rows = total.shape[0] if total.ndim else 0
+        if rows % n:
+            raise errors.InvalidArgumentError(
+                None, None,
+                f"Reduce-scatter input first dimension size ({rows}) must be a multiple "
+                f"of the group size ({n})",
+            )  # fmt: skip
+        return list(np.split(total, n))
+    return [total] * n
 
 
 _LOCAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> _Collectives
@@ -360,6 +485,12 @@ def _collectives(ctx) -> _Collectives:
         if state is None:
             state = service._collectives = _Collectives(service)
         return state
+    return local_collectives()
+
+
+def local_collectives() -> _Collectives:
+    """The state of the plain sessions on the running event loop (for the NCCL ops,
+    whose members are the devices of one process)."""
     loop = asyncio.get_running_loop()
     state = _LOCAL.get(loop)
     if state is None:
@@ -381,6 +512,13 @@ def deliver(service, key: str, value) -> None:
     elif kind == "r":
         _, _, group, instance, k, device = fields
         state.set_result(f"{group};{instance};{k}", device, value)
+    elif kind == "w":
+        _, _, group, instance, k, device = fields
+        state.withdraw_part(f"{group};{instance};{k}", device)
+    elif kind == "a":
+        _, _, group, instance, k, device = fields
+        removed = bool(np.asarray(value, np.uint8).reshape(-1)[:1].sum())
+        state.withdrawn(f"{group};{instance};{k}", device, removed)
     elif kind == "e":
         _, _, group, instance, k, device = fields
         message = bytes(np.asarray(value, np.uint8)).decode()
@@ -496,3 +634,263 @@ async def _collective_bcast_recv_v2(ctx, size, group, instance, shape):
         ctx, "bcast_recv", int(size), int(group), int(instance), np.zeros(0)
     )
     return await _to_device(ctx, np.reshape(result, target), ctx.attrs["T"])
+
+
+# -- the newer forms: all-to-all, reduce-scatter, group assignment, communicators --------
+
+_V2_INPUTS = [
+    "input: T",
+    "group_size: int32",
+    "group_key: int32",
+    "instance_key: int32",
+    "ordering_token: Nordering_token * resource",
+]
+_V2_ATTRS = {**_COMMON, "is_stateless": False, "Nordering_token": 0}
+
+CollectiveAllToAllV2 = register_op(
+    "CollectiveAllToAllV2",
+    inputs=_V2_INPUTS,
+    outputs=["data: T"],
+    attrs={"T": _REDUCE_TYPES, **_V2_ATTRS},
+    shape_fn=lambda op: [op.inputs[0].shape],
+    stateful=True,
+    is_async=True,
+)
+
+
+def _reduce_scatter_shape(op):
+    _check_choice(op, "merge_op", _MERGE_OPS)
+    _check_choice(op, "final_op", _FINAL_OPS)
+    return _v2_gather_shape(op)
+
+
+CollectiveReduceScatterV2 = register_op(
+    "CollectiveReduceScatterV2",
+    inputs=_V2_INPUTS,
+    outputs=["data: T"],
+    attrs={
+        "T": _REDUCE_TYPES,
+        "merge_op": REQUIRED,
+        "final_op": REQUIRED,
+        **_V2_ATTRS,
+        "max_subdivs_per_device": -1,
+    },
+    shape_fn=_reduce_scatter_shape,
+    stateful=True,
+    is_async=True,
+)
+CollectiveAssignGroupV2 = register_op(
+    "CollectiveAssignGroupV2",
+    inputs=["group_assignment: int32", "device_index: int32", "base_key: int32"],
+    outputs=["group_size: int32", "group_key: int32"],
+    shape_fn=lambda op: [tensor_shape.TensorShape([])] * 2,
+    stateful=True,
+)
+CollectiveInitializeCommunicator = register_op(
+    "CollectiveInitializeCommunicator",
+    inputs=["group_key: int32", "rank: int32", "group_size: int32"],
+    outputs=["communicator: resource"],
+    attrs=dict(_COMMON),
+    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+    stateful=True,
+)
+
+
+def _v3_reduce_shape(op):
+    _check_choice(op, "reduction", _MERGE_OPS)
+    return [op.inputs[0].shape]
+
+
+CollectiveReduceV3 = register_op(
+    "CollectiveReduceV3",
+    inputs=["input: T", "communicator: resource", "group_assignment: int32"],
+    outputs=["data: T"],
+    attrs={"T": _REDUCE_TYPES, "reduction": REQUIRED, "timeout_seconds": 0.0},
+    shape_fn=_v3_reduce_shape,
+    stateful=True,
+    is_async=True,
+)
+CollectiveAllToAllV3 = register_op(
+    "CollectiveAllToAllV3",
+    inputs=["input: T", "communicator: resource", "group_assignment: int32"],
+    outputs=["data: T"],
+    attrs={"T": _REDUCE_TYPES, "timeout_seconds": 0.0},
+    shape_fn=lambda op: [op.inputs[0].shape],
+    stateful=True,
+    is_async=True,
+)
+for _name in (
+    "CollectiveAllToAllV2",
+    "CollectiveReduceScatterV2",
+    "CollectiveAssignGroupV2",
+    "CollectiveInitializeCommunicator",
+    "CollectiveReduceV3",
+    "CollectiveAllToAllV3",
+):
+    NotDifferentiable(_name)
+
+
+def _check_all_to_all_rows(value, size: int) -> None:
+    """Raises InvalidArgumentError: the input's first dimension is not the group size
+    (member r sends its row r to member r)."""
+    rows = np.shape(value)[0] if np.ndim(value) else 0
+    if rows != size:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"input to all-to-all first dimension size ({rows}) must be the same as the "
+            f"group size ({size})",
+        )
+
+
+@CollectiveAllToAllV2.kernel(host_memory=_V2_HOST)
+async def _collective_all_to_all_v2(ctx, x, size, group, instance, *tokens):
+    value = await _host(ctx, x)
+    _check_all_to_all_rows(value, int(size))
+    result = await _collectives(ctx).run(
+        ctx, "alltoall", int(size), int(group), int(instance), value
+    )
+    return await _to_device(ctx, result, ctx.attrs["T"])
+
+
+@CollectiveReduceScatterV2.kernel(host_memory=_V2_HOST)
+async def _collective_reduce_scatter_v2(ctx, x, size, group, instance, *tokens):
+    if ctx.device.device_type == "CPU":
+        # TF 2.21 implements reduce-scatter with NCCL only: on CPUs the collective
+        # registry has no implementation for it.
+        raise errors.InternalError(
+            None, None, "CollectiveRegistry::Lookup did not find collective implementation undef"
+        )
+    value = await _host(ctx, x)
+    what = "reduce_scatter:" + _reduce_what(ctx).split(":", 1)[1]
+    result = await _collectives(ctx).run(ctx, what, int(size), int(group), int(instance), value)
+    return await _to_device(ctx, result, ctx.attrs["T"])
+
+
+def _summarize(values: np.ndarray, limit: int = 3) -> str:
+    """A 2-D tensor's values as TF's Tensor::DebugString shows them: rows in brackets,
+    the first `limit` values, "..." where it stops."""
+    out, count = [], 0
+    for row in values:
+        if count >= limit:
+            break
+        shown = []
+        for v in row:
+            if count >= limit:
+                shown.append("...")
+                break
+            shown.append(("" if not shown else " ") + str(v))
+            count += 1
+        out.append("[" + "".join(shown) + "]")
+    if count < values.size:
+        out.append("...")
+    return "".join(out)
+
+
+def _debug_string(values: np.ndarray) -> str:
+    dims = ",".join(str(d) for d in values.shape)
+    return f"Tensor<type: int32 shape: [{dims}] values: {_summarize(values)}>"
+
+
+@CollectiveAssignGroupV2.kernel(
+    host_memory=("group_assignment", "device_index", "base_key", "group_size", "group_key")
+)
+async def _collective_assign_group_v2(ctx, assignment, device_index, base_key):
+    # (host memory, whatever the device)
+    assignment, index, base = np.asarray(assignment), int(device_index), int(base_key)
+    if assignment.ndim != 2:
+        dims = ",".join(str(d) for d in assignment.shape)
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"group_assignment must be a 2-d Tensor, but received tensor of shape: [{dims}]",
+        )  # fmt: skip
+    rows = np.nonzero((assignment == index).any(axis=1))[0]
+    if rows.size == 0:
+        if not ((assignment >= 0) & (assignment < assignment.size)).all():
+            raise errors.InvalidArgumentError(
+                None, None,
+                f"Not all items in group_assignment {_debug_string(assignment)} is within "
+                "[0, number of devices)",
+            )  # fmt: skip
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"device_index {index} is not found in group_assignment {_debug_string(assignment)}",
+        )  # fmt: skip
+    group_id = int(rows[0])
+    key = base + group_id
+    if key == 0:
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"Using the reserved group_key = 0 is not allowed: group_id = {group_id}, "
+            f"base_key = {base}",
+        )  # fmt: skip
+    return np.int32(assignment.shape[1]), np.int32(key)
+
+
+class Communicator:
+    """A CollectiveInitializeCommunicator's resource: this member's rank in the group
+    `group_key` of `group_size` members.  The V3 ops run on it in order: the k-th
+    execution on a communicator meets the k-th on every other member's."""
+
+    def __init__(self, group_key: int, rank: int, group_size: int, timeout: float):
+        self.group_key, self.rank, self.group_size = group_key, rank, group_size
+        self.timeout = timeout
+
+
+@CollectiveInitializeCommunicator.kernel(
+    host_memory=("group_key", "rank", "group_size", "communicator")
+)
+async def _collective_initialize_communicator(ctx, group_key, rank, group_size):
+    key, rank, size = int(group_key), int(rank), int(group_size)
+    if size <= 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"group_size must be positive integer but got {size}"
+        )
+    if rank >= size:
+        raise errors.InvalidArgumentError(
+            None, None, f"rank must be less than group size but got {rank} >= {size}"
+        )
+    if rank < 0:
+        raise errors.InvalidArgumentError(None, None, f"rank must be non-negative but got {rank}")
+    handle = np.empty((), dtype=object)
+    handle[()] = Communicator(key, rank, size, float(ctx.attrs["timeout_seconds"] or 0))
+    return handle
+
+
+def _communicator(handle) -> Communicator:
+    c = handle[()] if isinstance(handle, np.ndarray) and handle.shape == () else handle
+    if not isinstance(c, Communicator):
+        raise errors.InvalidArgumentError(
+            None, None, f"Expected a collective communicator, got {type(c).__name__}"
+        )
+    return c
+
+
+async def _run_v3(ctx, what: str, x, handle, group_assignment):
+    """One V3 execution on the communicator: its result, on the op's device.
+
+    Raises:
+      UnimplementedError: a non-empty group assignment (TF 2.21 has none either).
+    """
+    comm = _communicator(handle)
+    if np.size(group_assignment):  # (host memory)
+        raise errors.UnimplementedError(None, None, "Group assignments are not supported yet.")
+    value = await _host(ctx, x)
+    if what == "alltoall":
+        _check_all_to_all_rows(value, comm.group_size)
+    result = await _collectives(ctx).run(
+        ctx, f"{what}#{comm.rank}", comm.group_size, comm.group_key, "v3", value
+    )
+    return await _to_device(ctx, result, ctx.attrs["T"])
+
+
+@CollectiveReduceV3.kernel(host_memory=("communicator", "group_assignment"))
+async def _collective_reduce_v3(ctx, x, handle, group_assignment):
+    reduction = ctx.attrs["reduction"]
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    return await _run_v3(ctx, f"reduce:{reduction}:Id", x, handle, group_assignment)
+
+
+@CollectiveAllToAllV3.kernel(host_memory=("communicator", "group_assignment"))
+async def _collective_all_to_all_v3(ctx, x, handle, group_assignment):
+    return await _run_v3(ctx, "alltoall", x, handle, group_assignment)
