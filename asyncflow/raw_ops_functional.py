@@ -32,11 +32,13 @@ import functools
 import inspect
 import keyword
 
+import numpy as np
+
 from asyncflow import dtypes, errors, nest, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import raw_op_functions as _raw
 from asyncflow.gradients import gradients as _gradients
-from asyncflow.graph_io import register_graph_def_exporter
+from asyncflow.graph_io import register_graph_def_exporter, tensor_proto
 from asyncflow.ops import array_ops, control_flow_ops, functional_ops
 from asyncflow.registry import REQUIRED, NotDifferentiable, TypeConstraint, register_op
 from asyncflow.tf_function import ConcreteFunction, _inline
@@ -94,32 +96,63 @@ def _fail(cls, message: str, tout, when=None, data=(), shapes=None) -> list:
 
 
 def _export_checks(graph, gd) -> None:
-    """GraphDef exporter: each `_FunctionalError` without results (a check: For's
-    delta, MapDefun's lengths) becomes TF's Assert of `not when`, with its message as
-    the first datum, so that TF imports and runs the GraphDef (Assert's wording then)."""
+    """GraphDef exporter: each `_FunctionalError` becomes TF's ops, so that TF imports
+    and runs the GraphDef (Assert's wording then).  A check (no results: For's delta,
+    MapDefun's lengths) becomes an Assert of `not when`, its message the first datum;
+    one that stands for results (a branch that does not fit) an IdentityN of zeros of
+    its types, each after such an Assert (which always fails)."""
     del graph
     for nd in list(gd.node):
-        if nd.op != "_FunctionalError" or nd.attr["Tout"].list.type:
+        if nd.op != "_FunctionalError":
             continue
-        data = [i for i in nd.input if not i.startswith("^")]
-        controls = [i for i in nd.input if i.startswith("^")]
-        not_when = gd.node.add(name=f"{nd.name}/not_when", op="LogicalNot", device=nd.device)
-        not_when.input.append(data[0])
-        message = gd.node.add(name=f"{nd.name}/message", op="Const", device=nd.device)
-        message.input.extend(controls)
-        message.attr["dtype"].type = dtypes.string.as_datatype_enum
-        text = nd.attr["message"].s.replace(b"{}", b"").strip()
-        message.attr["value"].tensor.dtype = dtypes.string.as_datatype_enum
-        message.attr["value"].tensor.string_val.append(text)
-        message.attr["value"].tensor.tensor_shape.SetInParent()
-        types = list(nd.attr["Tdata"].list.type)
-        nd.op = "Assert"
+        tout = list(nd.attr["Tout"].list.type)
+        check = nd if not tout else gd.node.add(name=f"{nd.name}/check", device=nd.device)
+        _assert_node(gd, nd, check)
+        if not tout:
+            continue
+        nd.op = "IdentityN"
+        del nd.input[:]
+        for key in list(nd.attr):
+            if key != "_class":
+                del nd.attr[key]
+        nd.attr["T"].list.type.extend(tout)
+        for k, t in enumerate(tout):
+            zero = gd.node.add(name=f"{nd.name}/zero_{k}", op="Const", device=nd.device)
+            zero.input.append(f"^{check.name}")
+            zero.attr["dtype"].type = t
+            if t == dtypes.string.as_datatype_enum:
+                zero.attr["value"].tensor.dtype = t
+                zero.attr["value"].tensor.string_val.append(b"")
+                zero.attr["value"].tensor.tensor_shape.SetInParent()
+            else:
+                value = np.zeros((), dtypes.as_dtype(t).as_numpy_dtype)
+                tensor_proto(value, zero.attr["value"].tensor)
+            nd.input.append(zero.name)
+
+
+def _assert_node(gd, nd, check) -> None:
+    """`check` as TF's Assert of `not` nd's `when`, with nd's message and data."""
+    data = [i for i in nd.input if not i.startswith("^")]
+    controls = [i for i in nd.input if i.startswith("^")]
+    not_when = gd.node.add(name=f"{check.name}/not_when", op="LogicalNot", device=nd.device)
+    not_when.input.append(data[0])
+    message = gd.node.add(name=f"{check.name}/message", op="Const", device=nd.device)
+    message.input.extend(controls)
+    message.attr["dtype"].type = dtypes.string.as_datatype_enum
+    message.attr["value"].tensor.dtype = dtypes.string.as_datatype_enum
+    message.attr["value"].tensor.string_val.append(
+        nd.attr["message"].s.replace(b"{}", b"").strip()
+    )
+    message.attr["value"].tensor.tensor_shape.SetInParent()
+    types = list(nd.attr["Tdata"].list.type)
+    if check is nd:
         for key in ("Tdata", "Tout", "code", "message"):
             del nd.attr[key]
-        nd.attr["T"].list.type.extend([dtypes.string.as_datatype_enum, *types])
-        nd.attr["summarize"].i = 3
-        del nd.input[:]
-        nd.input.extend([not_when.name, message.name, *data[1:], *controls])
+    check.op = "Assert"
+    check.attr["T"].list.type.extend([dtypes.string.as_datatype_enum, *types])
+    check.attr["summarize"].i = 3
+    del check.input[:]
+    check.input.extend([not_when.name, message.name, *data[1:], *controls])
 
 
 register_graph_def_exporter(_export_checks)

@@ -119,11 +119,10 @@ def test_exported_graph_def_runs_in_tf(name):
         f.signature.name.rsplit("_", 1)[0] for f in committed.library.function
     )
     want = RECORDED["graphs"][name]
-    assert sorted(want) == sorted(fetches)
-    with tf.compat.v1.Graph().as_default() as g:
-        tf.compat.v1.import_graph_def(committed, name="")
-        got = _run({f: g.get_tensor_by_name(f) for f in fetches})
-    _same(cases._plain(got), want, name)
+    got = cases.run_graph(tf, cases.GRAPHS / f"{name}.pb", fetches)
+    _same(got, want, name)
+    if "error" not in want:
+        assert sorted(want) == sorted(fetches)
 
 
 @pytest.mark.parametrize("name", sorted(set(cases.RAW_OPS) - {"Send", "Recv"}))
