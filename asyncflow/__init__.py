@@ -350,6 +350,7 @@ types = _xr.types_namespace()  # tf.types.experimental: TensorLike, FunctionType
 for _name in _device_config.__all__:
     if _name != "session_config":
         setattr(config, _name, getattr(_device_config, _name))  # noqa: F821
+from asyncflow import raw_ops_functional as _raw_ops_functional  # noqa: E402,F401 - tf.raw_ops.If...
 from asyncflow import tf_function as _tf_function  # noqa: E402
 
 for _name in ("run_functions_eagerly", "functions_run_eagerly"):

@@ -276,6 +276,20 @@ _CURRENT_STEP: contextvars.ContextVar[StepContext | None] = contextvars.ContextV
 )
 
 
+# What makes the rendezvous of a step that has none when a kernel first needs one (a
+# step of one partition pairing tf.raw_ops.Send / Recv): the runtime's LocalRendezvous,
+# installed by asyncflow/rendezvous.py (a layer above this one).
+LOCAL_RENDEZVOUS: list[Callable[[], object]] = []
+
+
+def step_rendezvous(step: StepContext):
+    """`step`'s rendezvous, a local one made on first use where it has none (a failing
+    step aborts it as any other: the step status reads `step.rendezvous` then)."""
+    if step.rendezvous is None:
+        step.rendezvous = LOCAL_RENDEZVOUS[0]()
+    return step.rendezvous
+
+
 def current_step() -> StepContext | None:
     """The StepContext of the step whose kernel is running (None outside a step)."""
     return _CURRENT_STEP.get()

@@ -182,6 +182,7 @@ def OneShotIterator(  # noqa: N802 - TF's raw-op name
     return ops.apply_op("OneShotIterator", [dataset], attrs, name=name).outputs[0]
 
 
+# (asyncflow/raw_ops_functional.py adds If, While, PartitionedCall and the like)
 _BUILDERS = {"OneShotIterator": OneShotIterator}
 
 
@@ -211,7 +212,7 @@ class _RawOps(types.ModuleType):
             for n in registry.all_op_defs()
             if not n.startswith("_") and (n not in _NOT_RAW or n in _BUILDERS)
         ]
-        return sorted(names + list(_REF_TWINS))
+        return sorted(set(names + list(_REF_TWINS) + list(_BUILDERS)))
 
 
 raw_ops = _RawOps("asyncflow.raw_ops", "TF's tf.raw_ops: every op as a keyword-only function.")

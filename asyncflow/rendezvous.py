@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from asyncflow import errors
+from asyncflow import errors, kernel_api
 from asyncflow.kernel_api import DEAD
 
 __all__ = ["LocalRendezvous", "Rendezvous", "create_key", "parse_key"]
@@ -144,3 +144,6 @@ class _Value:
     def __init__(self, value, device):
         self.value = value
         self.device = device
+
+
+kernel_api.LOCAL_RENDEZVOUS.append(LocalRendezvous)  # (steps of one partition: Send / Recv)

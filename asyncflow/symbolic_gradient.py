@@ -11,8 +11,8 @@ node's name with the placeholders replaced by the node's inputs.  An IdentityN k
 node's name, so `<node>:i` is the gradient of input i (zeros where f's outputs do not
 depend on it, as TF's).
 
-Only imported graphs hold SymbolicGradient: asyncflow builds no function-valued attrs
-of its own, so `tf.raw_ops` has no SymbolicGradient.
+`tf.raw_ops.SymbolicGradient` built in a graph is differentiated as it is built
+(asyncflow/raw_ops_functional.py), so only imported graphs hold SymbolicGradient nodes.
 """
 
 from __future__ import annotations

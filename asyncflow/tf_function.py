@@ -325,7 +325,11 @@ class WrappedFunction(ConcreteFunction):
 # -- inlining a trace into a graph -------------------------------------------------------
 
 
-def _inline(graph, fg: FuncGraph, call: str, args: list, stateful: bool = False):
+def _inline(graph, fg: FuncGraph, call: str, args: list, stateful: bool = False, captures=None):
+    """Copy `fg` into `graph` as call `call` of `args`; `captures`, where given, are the
+    tensors that stand for the captured ones (in `fg.inputs` order: tf.raw_ops' calls
+    pass them as arguments, as TF's)."""
+    given = dict(zip(fg.inputs[fg.n_args :], captures, strict=True)) if captures else {}
     cf_ctx = graph._control_flow_context
     tmap: dict = {}
     omap: dict = {}
@@ -335,6 +339,7 @@ def _inline(graph, fg: FuncGraph, call: str, args: list, stateful: bool = False)
         own.append(tmap[ph].op.name)
     captured = []
     for outer, ph in fg._captured.values():
+        outer = given.get(ph, outer)
         tmap[ph] = graph._capture(outer) if outer.graph is not graph else outer
         captured.append(tmap[ph])
     call_controls = graph._current_control_inputs()

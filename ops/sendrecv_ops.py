@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
-from asyncflow.kernel_api import DEAD, current_step
+from asyncflow.kernel_api import DEAD, current_step, step_rendezvous
 from asyncflow.registry import ANY, REQUIRED, NotDifferentiable, register_op
 
 __all__: list[str] = []
@@ -60,9 +60,9 @@ def from_lossy(bits: np.ndarray) -> np.ndarray:
 
 def _rendezvous():
     step = current_step()
-    if step is None or step.rendezvous is None:
-        raise errors.InternalError(None, None, "_Send/_Recv outside a partitioned step")
-    return step.rendezvous
+    if step is None:
+        raise errors.InternalError(None, None, "_Send/_Recv outside a step")
+    return step_rendezvous(step)  # (a step of one partition: tf.raw_ops.Send / Recv)
 
 
 @Send.kernel()
@@ -85,6 +85,44 @@ async def _recv(ctx, frame_tag: str = ""):
     if isinstance(value, _Lossy):
         value = await ctx.device.copy_from_host(from_lossy(value.bits))
     return value  # (DEAD stays dead)
+
+
+# TF's public Send and Recv (tf.raw_ops.Send / Recv): the pair's key is made from the
+# attrs when the step runs, so a Send and a Recv of one step with the same tensor_name,
+# devices and incarnation meet, as in TF.  Both run on the device they are placed on.
+_PUBLIC_ATTRS = {k: v for k, v in _SEND_ATTRS.items() if k not in ("lossy", "key")}
+PublicSend = register_op(
+    "Send", inputs=["tensor: T"], attrs=_PUBLIC_ATTRS, shape_fn=lambda op: [], stateful=True
+)
+PublicRecv = register_op(
+    "Recv",
+    outputs=["tensor: tensor_type"],
+    attrs={**{k: v for k, v in _PUBLIC_ATTRS.items() if k != "T"}, "tensor_type": ANY},
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+    stateful=True,
+    is_async=True,
+)
+NotDifferentiable("Send")
+NotDifferentiable("Recv")
+
+
+def _public_key(attrs) -> str:
+    """The rendezvous key of a pair (asyncflow.rendezvous.create_key's form)."""
+    return (
+        f"{attrs['send_device']};{attrs['send_device_incarnation']:016x};"
+        f"{attrs['recv_device']};{attrs['tensor_name']};0:0"
+    )
+
+
+@PublicSend.kernel()
+async def _public_send(ctx, x, frame_tag: str = ""):
+    device = None if ctx.attrs["T"] == dtypes.resource else ctx.device
+    _rendezvous().send_nowait(_public_key(ctx.attrs) + frame_tag, x, device)
+
+
+@PublicRecv.kernel()
+async def _public_recv(ctx, frame_tag: str = ""):
+    return await _rendezvous().recv(_public_key(ctx.attrs) + frame_tag, ctx.device)
 
 
 # A copy between host memory and a device's own memory, on one device: the partitioner
