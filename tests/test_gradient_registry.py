@@ -258,6 +258,17 @@ TF_NO_GRADIENT = {
         ["DebugIdentity", "DebugIdentityV3", "DebugNumericSummary", "DebugNumericSummaryV2"],
         "tests/test_tfdbg.py::test_gradients_as_in_tf",
     ),
+    **dict.fromkeys(
+        [
+            "TPUReplicatedOutput",
+            "TPUReplicateMetadata",
+            "TPUCompilationResult",
+            "ConfigureDistributedTPU",
+            "ShutdownDistributedTPU",
+            "ConfigureTPUEmbedding",
+        ],
+        "tests/test_tpu_api.py::test_tpu_op_gradients_as_in_tf",
+    ),
 }
 
 CASES: dict[str, list] = {

@@ -237,6 +237,13 @@ _TF_NO_GRADIENT = {
     "BoostedTreesUpdateEnsembleV2",
     "IsBoostedTreesEnsembleInitialized",
     "IsBoostedTreesQuantileStreamResourceInitialized",
+    # (tests/test_tpu_api.py::test_tpu_op_gradients_as_in_tf)
+    "TPUReplicatedOutput",
+    "TPUReplicateMetadata",
+    "TPUCompilationResult",
+    "ConfigureDistributedTPU",
+    "ShutdownDistributedTPU",
+    "ConfigureTPUEmbedding",
 }
 
 
