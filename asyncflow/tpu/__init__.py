@@ -22,6 +22,7 @@ from asyncflow.ops import cast_ops, tpu_ops
 from asyncflow.ops.tpu_ops import cross_replica_sum
 from asyncflow.tpu import embedding as _embedding
 from asyncflow.tpu import embedding_config as _config
+from asyncflow.tpu import feature_column as _feature_column
 from asyncflow.tpu import topology as _topology
 from asyncflow.tpu.replication import (
     PaddingSpec,
@@ -248,6 +249,8 @@ experimental = _Namespace(
     HardwareFeature=_topology.HardwareFeature,
     TPUSystemMetadata=_topology.TPUSystemMetadata,
     Topology=_topology.Topology,
+    embedding_column=_feature_column.embedding_column,
+    shared_embedding_columns=_feature_column.shared_embedding_columns,
     initialize_tpu_system=initialize_tpu_system,
     shutdown_tpu_system=shutdown_tpu_system,
     embedding=_Namespace(
