@@ -144,6 +144,38 @@ def shutdown_distributed_tpu(name=None):
 
 # -- the markers of a replicated computation ------------------------------------------------
 
+
+def _shape_text(dims) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _merged_shape(op):
+    """The replicas' shapes merged: they must agree where known (TF's messages).
+
+    Raises:
+      ValueError: two replicas' ranks or known sizes differ.
+    """
+    dims = op.inputs[0].shape.as_list() if op.inputs[0].shape.rank is not None else None
+    for i, t in enumerate(op.inputs[1:], 1):
+        other = t.shape.as_list() if t.shape.rank is not None else None
+        if dims is None or other is None:
+            dims = dims if other is None else other
+            continue
+        where = f"\n\tFrom merging shape {i - 1} with other shapes."
+        if len(dims) != len(other):
+            raise ValueError(
+                f"Shapes must be equal rank, but are {len(dims)} and {len(other)}{where}"
+            )
+        for d, (a, b) in enumerate(zip(dims, other)):
+            if a is not None and b is not None and a != b:
+                raise ValueError(
+                    f"Dimension {d} in both shapes must be equal, but are {a} and {b}. "
+                    f"Shapes are {_shape_text(dims)} and {_shape_text(other)}.{where}"
+                )
+        dims = [b if a is None else a for a, b in zip(dims, other)]
+    return TensorShape(dims)
+
+
 TPUReplicatedInput = register_op(
     "TPUReplicatedInput",
     inputs=["inputs: N * T"],
@@ -155,7 +187,7 @@ TPUReplicatedInput = register_op(
         "index": -1,
         "is_packed": False,
     },  # fmt: skip
-    shape_fn=lambda op: [op.inputs[0].shape],
+    shape_fn=lambda op: [_merged_shape(op)],
 )
 _kernel_nowhere(TPUReplicatedInput)
 

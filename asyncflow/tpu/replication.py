@@ -22,8 +22,15 @@ import inspect
 from typing import NamedTuple
 
 from asyncflow import graph as ops
-from asyncflow import nest
-from asyncflow.ops import array_ops, control_flow_ordering, manip_ops, slicing_ops, tpu_ops
+from asyncflow import nest, tensor_shape
+from asyncflow.ops import (
+    array_ops,
+    control_flow_ordering,
+    manip_ops,
+    reduction_ops,
+    slicing_ops,
+    tpu_ops,
+)
 
 __all__ = [
     "PaddingSpec",
@@ -135,6 +142,43 @@ def _check_inputs(computation, inputs, infeed_queue):
     return flat
 
 
+def _input_shapes(flat, maximum_shapes, padding_spec):
+    """`maximum_shapes`' part of `replicate`, as TF's: each input's shape per replica
+    (marked `_post_device_rewrite`) and their maximum over the replicas.  Inputs whose
+    replicas' static shapes differ would be padded to those maxima, with a
+    PaddingMap per padded dimension in the metadata; that is not built here.
+
+    Raises:
+      ValueError: `maximum_shapes` is not shaped as one replica's inputs.
+      NotImplementedError: an input whose replicas' shapes differ (or are unknown)
+        and that has a maximum shape, which TF would pad.
+    """
+    del padding_spec  # (it only chooses the padded sizes)
+    count = len(flat[0])
+    known = [t.shape.as_list() if t.shape.rank is not None else None for t in flat[0]]
+    need = [False] * count
+    for replica in flat[1:]:
+        for i, t in enumerate(replica):
+            shape = t.shape.as_list() if t.shape.rank is not None else None
+            if shape is None or known[i] is None or None in shape or shape != known[i]:
+                need[i] = True
+    sizes = [[] for _ in range(count)]
+    for replica in flat:
+        for i, t in enumerate(replica):
+            size = array_ops.shape(t)
+            size.op._attrs["_post_device_rewrite"] = True
+            sizes[i].append(size)
+    for per_input in sizes:
+        reduction_ops.reduce_max(manip_ops.stack(per_input), axis=0)
+    for i, padded in enumerate(maximum_shapes):
+        if need[i] and padded is not None:
+            raise NotImplementedError(
+                "tpu.replicate: padding replicas' inputs of different shapes to "
+                f"maximum_shapes (input {i}) is not built here"
+            )
+    return flat
+
+
 def _metadata_attrs(num_replicas, device_assignment, xla_options) -> dict:
     attrs = {"num_replicas": num_replicas, "use_tpu": True, "allow_soft_placement": False}
     if device_assignment is not None:
@@ -207,10 +251,18 @@ def _check_cluster_ops(cluster_ops, pivot) -> None:
 
 
 def _split_compile_and_replicate(computation, inputs, infeed_queue, device_assignment,
-                                 xla_options):  # fmt: skip
+                                 xla_options, maximum_shapes=None,
+                                 padding_spec=None):  # fmt: skip
     inputs = [[]] if inputs is None else inputs
     xla_options = xla_options or XLAOptions()
     flat = _check_inputs(computation, inputs, infeed_queue)
+    if maximum_shapes:
+        nest.assert_same_structure(inputs[0], maximum_shapes, check_types=False)
+        flat_maximum = [
+            None if s is None else tensor_shape.TensorShape(s)
+            for s in nest.flatten(maximum_shapes)
+        ]
+        flat = _input_shapes(flat, flat_maximum, padding_spec)
     graph = ops.get_default_graph()
     num_replicas = len(inputs)
     replicated = [
@@ -276,10 +328,11 @@ def replicate(computation, inputs=None, infeed_queue=None, device_assignment=Non
       ValueError: replicas with different input counts or types, or results that are
         not tensors followed by operations.
     """
-    del name, maximum_shapes, padding_spec
+    del name
     return _split_compile_and_replicate(
-        computation, inputs, infeed_queue, device_assignment, xla_options
-    )[1]
+        computation, inputs, infeed_queue, device_assignment, xla_options, maximum_shapes,
+        padding_spec,
+    )[1]  # fmt: skip
 
 
 def rewrite(computation, inputs=None, infeed_queue=None, device_assignment=None, name=None,
