@@ -262,6 +262,7 @@ from asyncflow import (  # noqa: E402
     signal,
     sysconfig,
     test,
+    tpu,
     train,
     user_ops,
     xla,

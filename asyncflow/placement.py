@@ -111,6 +111,11 @@ class Placer:
         todo = [op for op in ops if op not in self.assignment]
         if not todo:
             return self.assignment
+        refused = [op for op in todo if op.op_def.no_kernel_error is not None]
+        if refused:
+            # TF's placer meets ops without any kernel first, in graph order.
+            first = min(refused, key=lambda op: op._id)
+            raise first.op_def.no_kernel_error(first)
         if len(self.devices) == 1:
             dev = self.devices[0]
             for op in todo:

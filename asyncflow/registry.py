@@ -162,6 +162,9 @@ class OpDef:
     not_differentiable: bool = False
     # True when a kernel may suspend (queues, Recv, I/O): purely a placement hint.
     is_async: bool = False
+    # For ops TF's CPU build has no kernel for on any device (the TPU ops): op -> the
+    # InvalidArgumentError TF's placer raises for it, raised when a step would place it.
+    no_kernel_error: Callable | None = None
 
     def kernel(self, *device_types: str, host_memory: Iterable[str] = ()) -> Callable:
         """Decorator registering an `async def kernel(ctx, *inputs)`.

@@ -137,6 +137,7 @@ from asyncflow.ops import (  # noqa: F401
     tensor_map_ops,
     tf2_graph_ops,
     top_misc_ops,
+    tpu_ops,
     training_extra_ops,
     training_ops,
     uniform_quant_ops,

@@ -279,6 +279,17 @@ TF_NO_GRADIENT = {
         ],
         "tests/test_cudnn_rnn_ops.py::test_only_the_forward_ops_have_gradients_as_in_tf",
     ),
+    **dict.fromkeys(
+        [
+            "TPUReplicatedOutput",
+            "TPUReplicateMetadata",
+            "TPUCompilationResult",
+            "ConfigureDistributedTPU",
+            "ShutdownDistributedTPU",
+            "ConfigureTPUEmbedding",
+        ],
+        "tests/test_tpu_api.py::test_tpu_op_gradients_as_in_tf",
+    ),
 }
 
 CASES: dict[str, list] = {

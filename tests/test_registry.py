@@ -244,6 +244,13 @@ _TF_NO_GRADIENT = {
     *"CudnnRNNBackprop CudnnRNNBackpropV2 CudnnRNNParamsSize".split(),
     *"CudnnRNNCanonicalToParams CudnnRNNCanonicalToParamsV2".split(),
     *"CudnnRNNParamsToCanonical CudnnRNNParamsToCanonicalV2".split(),
+    # (tests/test_tpu_api.py::test_tpu_op_gradients_as_in_tf)
+    "TPUReplicatedOutput",
+    "TPUReplicateMetadata",
+    "TPUCompilationResult",
+    "ConfigureDistributedTPU",
+    "ShutdownDistributedTPU",
+    "ConfigureTPUEmbedding",
 }
 
 

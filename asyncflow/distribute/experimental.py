@@ -12,6 +12,7 @@ from asyncflow.distribute.multi_worker_strategies import (
     MultiWorkerMirroredStrategy,
     ParameterServerStrategy,
 )
+from asyncflow.distribute.tpu_strategy import TPUStrategy
 
 __all__ = [
     "CentralStorageStrategy",
@@ -21,4 +22,5 @@ __all__ = [
     "CommunicationOptions",
     "MultiWorkerMirroredStrategy",
     "ParameterServerStrategy",
+    "TPUStrategy",
 ]
