@@ -280,7 +280,7 @@ class TextFileInitializer:
     def _trackable_children(self) -> list:
         """The vocabulary file as an Asset (TF's "_filename"), when it is a path."""
         if self._asset is None and isinstance(self._filename, str | bytes):
-            from asyncflow.saved_model.save_options import Asset
+            from asyncflow.trackable import Asset
 
             # (in the table's graph, whatever graph is the default when asked)
             graph = self._graph or ops.get_default_graph()

@@ -30,6 +30,7 @@ import functools
 import re
 from collections.abc import Callable
 
+from asyncflow import dtypes as _dtypes
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.protos.trackable_object_graph_pb2 import TrackableObjectGraph
@@ -394,3 +395,32 @@ def _flatten_module(module, recursive, predicate, key, with_path, module_path, s
         yield from _flatten_module(sub, recursive, predicate, key, with_path, sub_path, seen,
                                    stack)  # fmt: skip
     stack.pop()
+
+
+class Asset:
+    """`tf.saved_model.Asset`, an asset file of a SavedModel (a node of the object
+    graph; here so that library-layer objects such as lookup tables can hold one):
+    `asset_path` is a string constant holding the path (on the CPU, named "asset_path",
+    as TF builds it in a graph).
+
+    Raises:
+      TypeError: `path` is not a string or string tensor.
+    """
+
+    def __init__(self, path):
+        if isinstance(path, ops.Tensor):
+            if path.dtype.base_dtype != _dtypes.string:
+                raise TypeError(f"Expected string, but got {path} of type 'Tensor'.")
+            self._path = path
+            return
+        if not isinstance(path, (str, bytes)):
+            raise TypeError(f"Expected string, but got {path} of type '{type(path).__name__}'.")
+        with ops.device("/device:CPU:*"):
+            self._path = ops.convert_to_tensor(path, dtype=_dtypes.string, name="asset_path")
+
+    @property
+    def asset_path(self) -> ops.Tensor:
+        return self._path
+
+    def _trackable_children(self) -> list:
+        return []

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import enum
 
-from asyncflow import dtypes
-from asyncflow import graph as ops
+from asyncflow.trackable import Asset  # noqa: F401 - tf.saved_model.Asset
 
 __all__ = ["Asset", "SaveOptions", "VariablePolicy"]
 
@@ -101,30 +100,3 @@ class SaveOptions:
             )
         self.experimental_sharding_callback = experimental_sharding_callback
         self.extra_tags = extra_tags
-
-
-class Asset:
-    """An asset file of a SavedModel: `asset_path` is a string constant holding the
-    path (on the CPU, named "asset_path", as TF builds it in a graph).
-
-    Raises:
-      TypeError: `path` is not a string or string tensor.
-    """
-
-    def __init__(self, path):
-        if isinstance(path, ops.Tensor):
-            if path.dtype.base_dtype != dtypes.string:
-                raise TypeError(f"Expected string, but got {path} of type 'Tensor'.")
-            self._path = path
-            return
-        if not isinstance(path, (str, bytes)):
-            raise TypeError(f"Expected string, but got {path} of type '{type(path).__name__}'.")
-        with ops.device("/device:CPU:*"):
-            self._path = ops.convert_to_tensor(path, dtype=dtypes.string, name="asset_path")
-
-    @property
-    def asset_path(self) -> ops.Tensor:
-        return self._path
-
-    def _trackable_children(self) -> list:
-        return []
