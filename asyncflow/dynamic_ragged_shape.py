@@ -3,8 +3,10 @@ partitions (one per ragged or partitioned dimension, outermost first) and the de
 shape of the flat values they partition (`inner_shape`), as TF 2.21's graph-mode class.
 
 Invariant: `inner_shape[0]` is the last partition's number of values; `rank` is
-`num_row_partitions + inner_rank`.  What this asyncflow version lacks of TF's: its Spec
-and tf.broadcast_to / broadcasting between shapes.
+`num_row_partitions + inner_rank`.  `DynamicRaggedShape.Spec` is its TypeSpec: a
+RowPartitionSpec per partition (static nrows, nvals, uniform_row_length), the static
+inner shape and the dtype.  What this asyncflow version lacks of TF's: tf.broadcast_to
+/ broadcasting between shapes.
 """
 
 from __future__ import annotations
@@ -16,8 +18,51 @@ from asyncflow import graph as ops
 from asyncflow.ragged import RaggedTensor
 from asyncflow.ragged_methods import _cast, _const, _op, _static
 from asyncflow.row_partition import RowPartition
+from asyncflow.type_spec import TypeSpec
 
-__all__ = ["DynamicRaggedShape"]
+__all__ = ["DynamicRaggedShape", "RowPartitionSpec"]
+
+
+def _dim(value):
+    """A spec's length (an int, a Dimension or None) as a one-dimension TensorShape, so
+    that specs compare lengths as TF's (None fits any)."""
+    return tensor_shape.TensorShape([value])
+
+
+class RowPartitionSpec(TypeSpec):
+    """The TypeSpec of a RowPartition: what is known of its nrows, nvals and
+    uniform_row_length before the step runs, and its dtype (TF's RowPartitionSpec)."""
+
+    __slots__ = ("_dims", "_dtype")
+
+    def __init__(self, nrows=None, nvals=None, uniform_row_length=None, dtype=dtypes.int64):
+        self._dims = (_dim(nrows), _dim(nvals), _dim(uniform_row_length))
+        self._dtype = dtypes.as_dtype(dtype)
+
+    nrows = property(lambda self: self._dims[0][0].value)
+    nvals = property(lambda self: self._dims[1][0].value)
+    uniform_row_length = property(lambda self: self._dims[2][0].value)
+    dtype = property(lambda self: self._dtype)
+    value_type = property(lambda self: RowPartition)
+
+    def _serialize(self) -> tuple:
+        return (*self._dims, self._dtype)
+
+    def _rebuild(self, fields: tuple) -> RowPartitionSpec:
+        return RowPartitionSpec(*(d[0].value for d in fields[:3]), fields[3])
+
+    @classmethod
+    def from_value(cls, value) -> RowPartitionSpec:
+        if not isinstance(value, RowPartition):
+            raise TypeError(f"Expected a RowPartition, got {value!r}")
+        return cls(value.static_nrows, value.static_nvals, value.static_uniform_row_length,
+                   value.dtype)  # fmt: skip
+
+    def __repr__(self) -> str:
+        return (
+            f"RowPartitionSpec(nrows={self.nrows}, nvals={self.nvals}, "
+            f"uniform_row_length={self.uniform_row_length}, dtype={self._dtype!r})"
+        )
 
 
 class DynamicRaggedShape:
@@ -206,8 +251,77 @@ class DynamicRaggedShape:
                                   _cast(self._inner_shape, dtype), dtype=dtype,
                                   static_inner_shape=self._static_inner_shape)  # fmt: skip
 
+    @property
+    def _type_spec(self) -> DynamicRaggedShape.Spec:
+        return DynamicRaggedShape.Spec.from_value(self)
+
     def __repr__(self) -> str:
         lengths = self.static_lengths() if self.rank is not None else None
         return (
             f"<DynamicRaggedShape lengths={lengths} num_row_partitions={self.num_row_partitions}>"
         )
+
+
+class _DynamicRaggedShapeSpec(TypeSpec):
+    """`tf.experimental.DynamicRaggedShape.Spec(row_partitions, static_inner_shape,
+    dtype)`: a RowPartitionSpec per partition, the inner shape known before the step
+    runs, and the dtype of the partitions and the inner shape."""
+
+    __slots__ = ("_row_partitions", "_static_inner_shape", "_dtype")
+
+    def __init__(self, row_partitions, static_inner_shape, dtype):
+        dtype = dtypes.as_dtype(dtype)
+        parts = []
+        for p in row_partitions:
+            if not isinstance(p, RowPartitionSpec):
+                raise TypeError(f"Expected a RowPartitionSpec, got {p!r}")
+            parts.append(p if p.dtype == dtype else RowPartitionSpec(
+                p.nrows, p.nvals, p.uniform_row_length, dtype))  # fmt: skip
+        self._row_partitions = tuple(parts)
+        self._static_inner_shape = tensor_shape.as_shape(static_inner_shape)
+        self._dtype = dtype
+
+    row_partitions = property(lambda self: self._row_partitions)
+    static_inner_shape = property(lambda self: self._static_inner_shape)
+    dtype = property(lambda self: self._dtype)
+    num_row_partitions = property(lambda self: len(self._row_partitions))
+    value_type = property(lambda self: DynamicRaggedShape)
+
+    @property
+    def rank(self):
+        inner = self._static_inner_shape.rank
+        return None if inner is None else inner + len(self._row_partitions)
+
+    def _serialize(self) -> tuple:
+        return (self._row_partitions, self._static_inner_shape, self._dtype)
+
+    def _rebuild(self, fields: tuple):
+        return DynamicRaggedShape.Spec(*fields)
+
+    @classmethod
+    def from_value(cls, value):
+        if not isinstance(value, DynamicRaggedShape):
+            raise TypeError(f"Expected a DynamicRaggedShape, got {value!r}")
+        parts = [RowPartitionSpec.from_value(p) for p in value.row_partitions]
+        return cls(parts, value._static_inner_shape, value.dtype)
+
+    def _to_tensor_shape(self) -> tensor_shape.TensorShape:
+        """The static shape of the values this spec describes."""
+        if self.rank is None:
+            return tensor_shape.unknown_shape()
+        if not self._row_partitions:
+            return self._static_inner_shape
+        dims = [self._row_partitions[0].nrows]
+        dims += [p.uniform_row_length for p in self._row_partitions]
+        return tensor_shape.TensorShape(dims + self._static_inner_shape.as_list()[1:])
+
+    def __repr__(self) -> str:
+        return (
+            f"DynamicRaggedShape.Spec(row_partitions={self._row_partitions!r}, "
+            f"static_inner_shape={self._static_inner_shape!r}, dtype={self._dtype!r})"
+        )
+
+
+_DynamicRaggedShapeSpec.__name__ = "Spec"
+_DynamicRaggedShapeSpec.__qualname__ = "DynamicRaggedShape.Spec"
+DynamicRaggedShape.Spec = _DynamicRaggedShapeSpec
