@@ -35,6 +35,7 @@ from asyncflow.extension_type import (
     ExtensionTypeSpec,
 )
 from asyncflow.row_partition import RowPartition
+from asyncflow.structured_tensor import StructuredTensor
 
 extension_type = types.ModuleType(
     "extension_type", "`tf.experimental.extension_type`: as_dict, an ExtensionType's fields."
@@ -116,6 +117,7 @@ def unregister_dispatch_for(dispatch_target):
 __all__ = [
     "BatchableExtensionType", "DynamicRaggedShape", "ExtensionType",
     "ExtensionTypeBatchEncoder", "ExtensionTypeSpec", "Optional", "RowPartition",
+    "StructuredTensor",
     "async_clear_error", "async_scope",
     "function_executor_type", "output_all_intermediates", "register_filesystem_plugin",
     "extension_type", "dispatch_for_api",
