@@ -26,6 +26,7 @@ from asyncflow import dtypes, nest, ragged, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.composite_specs import register_type_spec_from_value, type_spec_from_value
 from asyncflow.dynamic_ragged_shape import DynamicRaggedShape
+from asyncflow.ops import reduction_ops
 from asyncflow.ragged import RaggedTensor
 from asyncflow.ragged_methods import _const, _op, _static
 from asyncflow.row_partition import RowPartition
@@ -462,8 +463,6 @@ class StructuredTensor:
 
     def __eq__(self, other):
         """A bool scalar tensor: whether both have the same fields, shape and values."""
-        from asyncflow.ops import reduction_ops
-
         with ops.name_scope(None, "StructuredTensorEqual", []):
             if not isinstance(other, StructuredTensor):
                 return _const(False, dtypes.bool)
@@ -556,8 +555,6 @@ def _partition_field(value, row_partition):
 
 def _tensors_equal(a, b):
     """Whether tensors a and b have one shape and the same values (a bool scalar)."""
-    from asyncflow.ops import reduction_ops
-
     if a.dtype != b.dtype or a.shape.rank != b.shape.rank:
         return _const(False, dtypes.bool)
     if not a.shape.is_compatible_with(b.shape):
