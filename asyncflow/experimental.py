@@ -8,6 +8,7 @@ import types
 from asyncflow import dispatch as _dispatch
 from asyncflow import extension_type as _extension_type
 from asyncflow.data.optional import Optional
+from asyncflow.deprecation import enable_strict_mode
 from asyncflow.dtypes import (
     float4_e2m1fn,
     float8_e4m3b11fnuz,
@@ -118,7 +119,7 @@ __all__ = [
     "BatchableExtensionType", "DynamicRaggedShape", "ExtensionType",
     "ExtensionTypeBatchEncoder", "ExtensionTypeSpec", "Optional", "RowPartition",
     "StructuredTensor",
-    "async_clear_error", "async_scope",
+    "async_clear_error", "async_scope", "enable_strict_mode",
     "function_executor_type", "output_all_intermediates", "register_filesystem_plugin",
     "extension_type", "dispatch_for_api",
     "dispatch_for_binary_elementwise_apis", "dispatch_for_binary_elementwise_assert_apis",

@@ -49,3 +49,50 @@ def test_matches_tf(name):
     for ours, theirs in zip(got_shapes, want_shapes, strict=True):
         ours_s, theirs_s = tf.TensorShape(ours), tf.TensorShape(theirs)
         assert ours_s.is_compatible_with(theirs_s), (ours, theirs)
+
+
+# -- tf.experimental.enable_strict_mode
+
+
+@pytest.fixture
+def strict_mode():
+    """Strict mode on, with no deprecation notice given yet; the process's state back
+    afterwards (strict mode is global, and other tests share this process)."""
+    from asyncflow import deprecation
+
+    given, strict = set(deprecation._GIVEN), deprecation._STRICT[0]
+    deprecation._GIVEN.clear()
+    tf.experimental.enable_strict_mode()
+    yield
+    deprecation._GIVEN.clear()
+    deprecation._GIVEN.update(given)
+    deprecation._STRICT[0] = strict
+
+
+@pytest.mark.timeout(60)
+def test_strict_mode_raises_where_tf_does(strict_mode):
+    from structured_tensor_cases import STRICT, strict_mode_record
+
+    got = {name: strict_mode_record(tf, fn) for name, fn in STRICT.items()}
+    assert got == TABLE["__strict__"]
+
+
+def test_deprecated_endpoint_warns_once_without_strict_mode(caplog):
+    from asyncflow import deprecation
+
+    given = set(deprecation._GIVEN)
+    deprecation._GIVEN.clear()
+    try:
+        with tf.Graph().as_default():
+            x = tf.constant([1.0, 2.0])
+            for _ in range(2):
+                tf.to_float(x)
+                tf.squeeze(x[None], squeeze_dims=[0])
+    finally:
+        deprecation._GIVEN.clear()
+        deprecation._GIVEN.update(given)
+    notes = [r.getMessage() for r in caplog.records if "is deprecated" in r.getMessage()]
+    assert len(notes) == 2
+    assert "to_float (from asyncflow.ops.cast_ops) is deprecated" in notes[0]
+    assert "Use `tf.cast` instead." in notes[0]
+    assert "calling squeeze (from asyncflow.ops.array_ops) with squeeze_dims" in notes[1]
