@@ -5,8 +5,9 @@ shape of the flat values they partition (`inner_shape`), as TF 2.21's graph-mode
 Invariant: `inner_shape[0]` is the last partition's number of values; `rank` is
 `num_row_partitions + inner_rank`.  `DynamicRaggedShape.Spec` is its TypeSpec: a
 RowPartitionSpec per partition (static nrows, nvals, uniform_row_length), the static
-inner shape and the dtype.  What this asyncflow version lacks of TF's: tf.broadcast_to
-/ broadcasting between shapes.
+inner shape and the dtype.  `broadcast_dynamic_shape` and `broadcast_to` broadcast
+ragged shapes as TF's (asyncflow/ragged_broadcast.py): tf.broadcast_dynamic_shape,
+tf.broadcast_to, tf.ones / tf.zeros take a DynamicRaggedShape through them.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import numpy as np
 
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_broadcast as _rb
 from asyncflow.ragged import RaggedTensor
 from asyncflow.ragged_methods import _cast, _const, _op, _static
 from asyncflow.row_partition import RowPartition
 from asyncflow.type_spec import TypeSpec
 
-__all__ = ["DynamicRaggedShape", "RowPartitionSpec"]
+__all__ = ["DynamicRaggedShape", "RowPartitionSpec", "broadcast_dynamic_shape", "broadcast_to"]
 
 
 def _dim(value):
@@ -322,6 +324,77 @@ class _DynamicRaggedShapeSpec(TypeSpec):
         )
 
 
-_DynamicRaggedShapeSpec.__name__ = "Spec"
+_DynamicRaggedShapeSpec.__name__ = "DynamicRaggedShape.Spec"  # (TF's)
 _DynamicRaggedShapeSpec.__qualname__ = "DynamicRaggedShape.Spec"
 DynamicRaggedShape.Spec = _DynamicRaggedShapeSpec
+
+
+# -- broadcasting
+
+
+def _as_shape(shape) -> DynamicRaggedShape:
+    """A DynamicRaggedShape, or a dense shape vector (its length known) as one."""
+    if isinstance(shape, DynamicRaggedShape):
+        return shape
+    t = ops.convert_to_tensor(shape)
+    if t.shape.rank != 1 or t.shape[0].value is None:
+        raise ValueError("A dense shape broadcast with a ragged one needs a known length")
+    return DynamicRaggedShape([], t, dtype=t.dtype if t.dtype in (dtypes.int32, dtypes.int64)
+                              else dtypes.int64)  # fmt: skip
+
+
+def _padded_partitions(shape: DynamicRaggedShape, rank: int) -> int:
+    n = shape.num_row_partitions
+    return n + (rank - shape.rank) if n else 0
+
+
+def _levels(shape: DynamicRaggedShape, rank: int, k: int):
+    splits = [p.row_splits() for p in shape.row_partitions]
+    inner = _cast(shape.inner_shape, dtypes.int64)
+    return _rb.shape_levels(splits, inner, shape.rank, rank, k)
+
+
+def broadcast_dynamic_shape(shape_x, shape_y) -> DynamicRaggedShape:
+    """`tf.broadcast_dynamic_shape` with a DynamicRaggedShape: the shape both broadcast
+    to (a dimension of length 1 throughout takes the other's; ragged dimensions must
+    have the same row lengths, checked when the step runs).
+
+    Raises:
+      ValueError: a rank unknown at build time, or a ragged dimension against a
+        uniform one of another length.
+    """
+    x, y = _as_shape(shape_x), _as_shape(shape_y)
+    if x.rank is None or y.rank is None:
+        raise ValueError("Unable to broadcast shapes of unknown rank")
+    rank = max(x.rank, y.rank)
+    k = max(_padded_partitions(x, rank), _padded_partitions(y, rank))
+    with ops.name_scope(None, "broadcast_dynamic_shape", []):
+        lx, ly = _levels(x, rank, k), _levels(y, rank, k)
+        nrows, splits, _, checks = _rb.broadcast_levels([lx, ly], k)
+        count = splits[-1][-1] if splits else nrows
+        dense = _op("BroadcastArgs", lx[2][1:], ly[2][1:])
+        count = _op("Reshape", count, _const([1], dtypes.int32))
+        inner = _op("ConcatV2", [count, dense], _const(0, dtypes.int32))
+        inner = _rb._guarded(inner, checks)
+        parts = [RowPartition.from_row_splits(s, validate=False) for s in splits]
+        static = tensor_shape.TensorShape([None] * (rank - k))
+        return DynamicRaggedShape(parts, inner, dtype=dtypes.int64, static_inner_shape=static)
+
+
+def broadcast_to(rt_input, shape: DynamicRaggedShape):
+    """`tf.broadcast_to(x, shape)` with a DynamicRaggedShape: x (a Tensor or
+    RaggedTensor) repeated along shape's dimensions where its own have length 1 (a
+    RaggedTensor, or a Tensor where the shape has no partition).
+
+    Raises:
+      ValueError: x has a ragged dimension where shape's is uniform, or more
+        dimensions than shape.
+      InvalidArgumentError: (when the step runs) a dimension whose lengths are neither
+        1 nor shape's.
+    """
+    with ops.name_scope(None, "broadcast_to", []):
+        k = shape.num_row_partitions
+        splits = [p.row_splits() for p in shape.row_partitions]
+        inner = _cast(shape.inner_shape, dtypes.int64)
+        nrows = _op("Size", splits[0], out_type=dtypes.int64) - 1 if splits else inner[0]
+        return _rb.broadcast_to_splits(rt_input, nrows, splits, inner, shape.rank, k)

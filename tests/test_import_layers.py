@@ -76,6 +76,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ragged_functions",
             "row_partition",
             "dynamic_ragged_shape",
+            "ragged_broadcast",  # (test_dynamic_ragged_shape_s28)
         ),
     ),
     ("kernel", ("kernel_api", "resources", "queues", "devices")),
