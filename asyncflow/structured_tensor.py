@@ -733,7 +733,7 @@ class _StructuredTensorSpec(TypeSpec):
         )
 
 
-_StructuredTensorSpec.__name__ = "Spec"
+_StructuredTensorSpec.__name__ = "StructuredTensor.Spec"  # (TF's)
 _StructuredTensorSpec.__qualname__ = "StructuredTensor.Spec"
 StructuredTensor.Spec = _StructuredTensorSpec
 register_type_spec_from_value(StructuredTensor, _StructuredTensorSpec.from_value)
