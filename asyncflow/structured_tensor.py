@@ -294,6 +294,20 @@ class StructuredTensor:
     def _type_spec(self) -> StructuredTensor.Spec:
         return StructuredTensor.Spec.from_value(self)
 
+    # -- what control flow carries (found by name in ops/control_flow_contexts.py)
+
+    def _cf_parts(self) -> list:
+        return _to_components(self)
+
+    def _cf_rebuild(self, parts):
+        return _from_components(self, parts)
+
+    def _cf_kind(self):
+        """What two values must share to be carried by one cond: the fields' names and
+        kinds, the rank and the partitions' count."""
+        return (StructuredTensor, tuple(self._fields), self.rank,
+                tuple(type(v).__name__ for v in self._fields.values()))  # fmt: skip
+
     # -- new structures from this one
 
     def _rebuilt(self, fields) -> StructuredTensor:

@@ -96,3 +96,21 @@ def test_deprecated_endpoint_warns_once_without_strict_mode(caplog):
     assert "to_float (from asyncflow.ops.cast_ops) is deprecated" in notes[0]
     assert "Use `tf.cast` instead." in notes[0]
     assert "calling squeeze (from asyncflow.ops.array_ops) with squeeze_dims" in notes[1]
+
+
+@pytest.mark.timeout(60)
+def test_cond_carries_a_structured_tensor():
+    """tf.cond returns a StructuredTensor from either branch (TF's, graph mode)."""
+    st_cls = tf.experimental.StructuredTensor
+    with tf.Graph().as_default():
+        pick = tf.placeholder(tf.bool, [])
+        one = st_cls.from_pyval([{"a": 1, "b": [1, 2]}, {"a": 2, "b": [3]}])
+        two = st_cls.from_pyval([{"a": 5, "b": []}, {"a": 6, "b": [7, 8, 9]}])
+        out = tf.cond(pick, lambda: one, lambda: two)
+        assert isinstance(out, st_cls) and out.shape.as_list() == [2]
+        fetch = {"a": out.field_value("a"), "b": out.field_value("b")}
+        with tf.Session() as sess:
+            got = sess.run(fetch, {pick: False})
+            assert got["a"].tolist() == [5, 6] and got["b"].to_list() == [[], [7, 8, 9]]
+            got = sess.run(fetch, {pick: True})
+            assert got["a"].tolist() == [1, 2] and got["b"].to_list() == [[1, 2], [3]]
