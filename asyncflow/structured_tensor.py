@@ -24,8 +24,13 @@ import numpy as np
 
 from asyncflow import dtypes, nest, ragged, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.composite_specs import register_type_spec_from_value, type_spec_from_value
+from asyncflow.composite_specs import (
+    RaggedTensorSpec,
+    register_type_spec_from_value,
+    type_spec_from_value,
+)
 from asyncflow.dynamic_ragged_shape import DynamicRaggedShape
+from asyncflow.framework_extras import TensorSpec
 from asyncflow.ops import reduction_ops
 from asyncflow.ragged import RaggedTensor
 from asyncflow.ragged_methods import _const, _op, _static
@@ -233,12 +238,15 @@ class StructuredTensor:
         """The StructuredTensor of Python value `pyval`: a dict becomes a scalar
         StructuredTensor of its items; a (nested) list of dicts one of that shape, ragged
         where the lists' lengths differ; a field's values, tensors (tf.ragged.constant).
-        A value without dicts comes back as a Tensor or RaggedTensor.
+        A value without dicts comes back as a Tensor or RaggedTensor.  `typespec` (a
+        StructuredTensor.Spec, TensorSpec or RaggedTensorSpec) gives the fields' dtypes
+        and the shapes they must fit.
 
         Raises:
           KeyError: dicts of one list with different keys.
           ValueError: a list mixing dicts and other values, dicts at different depths,
-            values TF cannot convert ("Error parsing path ...").
+            values TF cannot convert ("Error parsing path ..."), a value that does not
+            fit typespec.
           TypeError: a key that is not a str.
         """
         return _from_pyval(pyval, typespec, ())
@@ -607,7 +615,15 @@ def _field_spec(typespec, key):
     return None
 
 
+def _mismatch(path, first, second) -> ValueError:
+    return ValueError(f"Value at {path!r} does not match typespec: {first!r} vs {second!r}")
+
+
 def _from_pydict(pyval, typespec, path):
+    if typespec is not None and (
+        not isinstance(typespec, StructuredTensor.Spec) or set(typespec._fields) != set(pyval)
+    ):
+        raise _mismatch(path, pyval, typespec)
     fields = {}
     for key, value in pyval.items():
         _check_name(key)
@@ -668,10 +684,16 @@ def _from_pylist_of_dict(pyval, depth, typespec, path):
                 raise KeyError(k)
     partitions = [RowPartition.from_row_lengths(np.asarray(ls, np.int64), validate=False)
                   for ls in lengths]  # fmt: skip
+    if typespec is not None and (
+        not isinstance(typespec, StructuredTensor.Spec) or set(typespec._fields) != set(keys)
+    ):
+        raise _mismatch(path, pyval, typespec)
     fields = {}
     for key in keys:
         _check_name(key)
-        value = _from_pyval([d[key] for d in dicts], _field_spec(typespec, key), path + (key,))
+        # (a field's spec describes its values under every partition: used at depth 1)
+        spec = _field_spec(typespec, key) if depth == 1 else None
+        value = _from_pyval([d[key] for d in dicts], spec, path + (key,))
         for p in reversed(partitions):
             value = _partition_field(value, p)
         fields[key] = value
@@ -681,19 +703,36 @@ def _from_pylist_of_dict(pyval, depth, typespec, path):
 
 
 def _from_pyscalar(pyval, typespec, path):
-    dtype = getattr(typespec, "dtype", None) if typespec is not None else None
-    try:
-        return ops.convert_to_tensor(pyval, dtype=dtype)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"Error parsing path {path!r}") from e
+    return _from_pylist_of_value(pyval, typespec, path)
 
 
 def _from_pylist_of_value(pyval, typespec, path):
-    dtype = getattr(typespec, "dtype", None) if typespec is not None else None
+    """A Python value (no dicts) as a Tensor or RaggedTensor (of typespec's dtype, and
+    checked against its shape, where given).
+
+    Raises:
+      ValueError: a value TF cannot convert, or one that does not fit typespec.
+    """
     try:
-        return ragged.constant(pyval, dtype=dtype)
+        if isinstance(typespec, RaggedTensorSpec):
+            rr = typespec.ragged_rank
+            inner = typespec.shape[rr + 1 :] if typespec.shape.rank is not None else None
+            return ragged.constant(
+                pyval, dtype=typespec.dtype, ragged_rank=rr,
+                inner_shape=None if inner is None else tuple(inner.as_list()),
+                row_splits_dtype=typespec.row_splits_dtype,
+            )  # fmt: skip
+        if isinstance(typespec, TensorSpec):
+            result = ops.convert_to_tensor(pyval, dtype=typespec.dtype)
+        elif isinstance(pyval, (list, tuple)):
+            result = ragged.constant(pyval)
+        else:
+            result = ops.convert_to_tensor(pyval)
     except (TypeError, ValueError) as e:
         raise ValueError(f"Error parsing path {path!r}") from e
+    if isinstance(typespec, TensorSpec) and not typespec.shape.is_compatible_with(result.shape):
+        raise _mismatch(path, typespec, pyval)
+    return result
 
 
 # -- its TypeSpec
