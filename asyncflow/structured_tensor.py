@@ -11,9 +11,10 @@ and the other methods build new ones).  Its components (`tf.nest.flatten(st,
 expand_composites=True)`) are its fields' components by field name, then its inner shape
 and its partitions' row splits, as TF's.
 
-What differs from TF: `to_pyval` needs eager mode, which asyncflow does not have (TF
-raises the same ValueError in graph mode); a Session fetch of a StructuredTensor is a
-TypeError, as TF's.
+As TF's in graph mode, `to_pyval` raises ValueError (it needs eager mode) and a Session
+fetch of a StructuredTensor is a TypeError: fetch its fields.  tf.cond carries one;
+what differs from TF: asyncflow's tf.function takes no composite argument yet (nor a
+RaggedTensor), so a StructuredTensor cannot cross one.
 """
 
 from __future__ import annotations
