@@ -360,6 +360,7 @@ for _name in ("run_functions_eagerly", "functions_run_eagerly"):
 
 # Observability and TF1 script idioms (issue 17): tf.logging, tf.app, tf.flags, tf.compat.v1.
 from asyncflow import app, autograph, compat, flags, profiler, summary  # noqa: E402
+from asyncflow import deprecated_endpoints as _deprecated_endpoints  # noqa: E402
 from asyncflow import tf_logging as logging  # noqa: E402
 from asyncflow.client import timeline as _timeline  # noqa: E402,F401 - af.client.timeline
 from asyncflow.compat import (  # noqa: E402
@@ -367,3 +368,7 @@ from asyncflow.compat import (  # noqa: E402
     disable_v2_behavior,
     executing_eagerly,
 )
+
+# The endpoints TF 2.21 marks deprecated: a notice on their first call, an error after
+# tf.experimental.enable_strict_mode() (last: every namespace is in place).
+_deprecated_endpoints.install(__import__(__name__))

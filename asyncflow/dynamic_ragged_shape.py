@@ -3,8 +3,11 @@ partitions (one per ragged or partitioned dimension, outermost first) and the de
 shape of the flat values they partition (`inner_shape`), as TF 2.21's graph-mode class.
 
 Invariant: `inner_shape[0]` is the last partition's number of values; `rank` is
-`num_row_partitions + inner_rank`.  What this asyncflow version lacks of TF's: its Spec
-and tf.broadcast_to / broadcasting between shapes.
+`num_row_partitions + inner_rank`.  `DynamicRaggedShape.Spec` is its TypeSpec: a
+RowPartitionSpec per partition (static nrows, nvals, uniform_row_length), the static
+inner shape and the dtype.  `broadcast_dynamic_shape` and `broadcast_to` broadcast
+ragged shapes as TF's (asyncflow/ragged_broadcast.py): tf.broadcast_dynamic_shape,
+tf.broadcast_to, tf.ones / tf.zeros take a DynamicRaggedShape through them.
 """
 
 from __future__ import annotations
@@ -13,11 +16,55 @@ import numpy as np
 
 from asyncflow import dtypes, tensor_shape
 from asyncflow import graph as ops
+from asyncflow import ragged_broadcast as _rb
 from asyncflow.ragged import RaggedTensor
 from asyncflow.ragged_methods import _cast, _const, _op, _static
 from asyncflow.row_partition import RowPartition
+from asyncflow.type_spec import TypeSpec
 
-__all__ = ["DynamicRaggedShape"]
+__all__ = ["DynamicRaggedShape", "RowPartitionSpec", "broadcast_dynamic_shape", "broadcast_to"]
+
+
+def _dim(value):
+    """A spec's length (an int, a Dimension or None) as a one-dimension TensorShape, so
+    that specs compare lengths as TF's (None fits any)."""
+    return tensor_shape.TensorShape([value])
+
+
+class RowPartitionSpec(TypeSpec):
+    """The TypeSpec of a RowPartition: what is known of its nrows, nvals and
+    uniform_row_length before the step runs, and its dtype (TF's RowPartitionSpec)."""
+
+    __slots__ = ("_dims", "_dtype")
+
+    def __init__(self, nrows=None, nvals=None, uniform_row_length=None, dtype=dtypes.int64):
+        self._dims = (_dim(nrows), _dim(nvals), _dim(uniform_row_length))
+        self._dtype = dtypes.as_dtype(dtype)
+
+    nrows = property(lambda self: self._dims[0][0].value)
+    nvals = property(lambda self: self._dims[1][0].value)
+    uniform_row_length = property(lambda self: self._dims[2][0].value)
+    dtype = property(lambda self: self._dtype)
+    value_type = property(lambda self: RowPartition)
+
+    def _serialize(self) -> tuple:
+        return (*self._dims, self._dtype)
+
+    def _rebuild(self, fields: tuple) -> RowPartitionSpec:
+        return RowPartitionSpec(*(d[0].value for d in fields[:3]), fields[3])
+
+    @classmethod
+    def from_value(cls, value) -> RowPartitionSpec:
+        if not isinstance(value, RowPartition):
+            raise TypeError(f"Expected a RowPartition, got {value!r}")
+        return cls(value.static_nrows, value.static_nvals, value.static_uniform_row_length,
+                   value.dtype)  # fmt: skip
+
+    def __repr__(self) -> str:
+        return (
+            f"RowPartitionSpec(nrows={self.nrows}, nvals={self.nvals}, "
+            f"uniform_row_length={self.uniform_row_length}, dtype={self._dtype!r})"
+        )
 
 
 class DynamicRaggedShape:
@@ -206,8 +253,148 @@ class DynamicRaggedShape:
                                   _cast(self._inner_shape, dtype), dtype=dtype,
                                   static_inner_shape=self._static_inner_shape)  # fmt: skip
 
+    @property
+    def _type_spec(self) -> DynamicRaggedShape.Spec:
+        return DynamicRaggedShape.Spec.from_value(self)
+
     def __repr__(self) -> str:
         lengths = self.static_lengths() if self.rank is not None else None
         return (
             f"<DynamicRaggedShape lengths={lengths} num_row_partitions={self.num_row_partitions}>"
         )
+
+
+class _DynamicRaggedShapeSpec(TypeSpec):
+    """`tf.experimental.DynamicRaggedShape.Spec(row_partitions, static_inner_shape,
+    dtype)`: a RowPartitionSpec per partition, the inner shape known before the step
+    runs, and the dtype of the partitions and the inner shape."""
+
+    __slots__ = ("_row_partitions", "_static_inner_shape", "_dtype")
+
+    def __init__(self, row_partitions, static_inner_shape, dtype):
+        dtype = dtypes.as_dtype(dtype)
+        parts = []
+        for p in row_partitions:
+            if not isinstance(p, RowPartitionSpec):
+                raise TypeError(f"Expected a RowPartitionSpec, got {p!r}")
+            parts.append(p if p.dtype == dtype else RowPartitionSpec(
+                p.nrows, p.nvals, p.uniform_row_length, dtype))  # fmt: skip
+        self._row_partitions = tuple(parts)
+        self._static_inner_shape = tensor_shape.as_shape(static_inner_shape)
+        self._dtype = dtype
+
+    row_partitions = property(lambda self: self._row_partitions)
+    static_inner_shape = property(lambda self: self._static_inner_shape)
+    dtype = property(lambda self: self._dtype)
+    num_row_partitions = property(lambda self: len(self._row_partitions))
+    value_type = property(lambda self: DynamicRaggedShape)
+
+    @property
+    def rank(self):
+        inner = self._static_inner_shape.rank
+        return None if inner is None else inner + len(self._row_partitions)
+
+    def _serialize(self) -> tuple:
+        return (self._row_partitions, self._static_inner_shape, self._dtype)
+
+    def _rebuild(self, fields: tuple):
+        return DynamicRaggedShape.Spec(*fields)
+
+    @classmethod
+    def from_value(cls, value):
+        if not isinstance(value, DynamicRaggedShape):
+            raise TypeError(f"Expected a DynamicRaggedShape, got {value!r}")
+        parts = [RowPartitionSpec.from_value(p) for p in value.row_partitions]
+        return cls(parts, value._static_inner_shape, value.dtype)
+
+    def _to_tensor_shape(self) -> tensor_shape.TensorShape:
+        """The static shape of the values this spec describes."""
+        if self.rank is None:
+            return tensor_shape.unknown_shape()
+        if not self._row_partitions:
+            return self._static_inner_shape
+        dims = [self._row_partitions[0].nrows]
+        dims += [p.uniform_row_length for p in self._row_partitions]
+        return tensor_shape.TensorShape(dims + self._static_inner_shape.as_list()[1:])
+
+    def __repr__(self) -> str:
+        return (
+            f"DynamicRaggedShape.Spec(row_partitions={self._row_partitions!r}, "
+            f"static_inner_shape={self._static_inner_shape!r}, dtype={self._dtype!r})"
+        )
+
+
+_DynamicRaggedShapeSpec.__name__ = "DynamicRaggedShape.Spec"  # (TF's)
+_DynamicRaggedShapeSpec.__qualname__ = "DynamicRaggedShape.Spec"
+DynamicRaggedShape.Spec = _DynamicRaggedShapeSpec
+
+
+# -- broadcasting
+
+
+def _as_shape(shape) -> DynamicRaggedShape:
+    """A DynamicRaggedShape, or a dense shape vector (its length known) as one."""
+    if isinstance(shape, DynamicRaggedShape):
+        return shape
+    t = ops.convert_to_tensor(shape)
+    if t.shape.rank != 1 or t.shape[0].value is None:
+        raise ValueError("A dense shape broadcast with a ragged one needs a known length")
+    return DynamicRaggedShape([], t, dtype=t.dtype if t.dtype in (dtypes.int32, dtypes.int64)
+                              else dtypes.int64)  # fmt: skip
+
+
+def _padded_partitions(shape: DynamicRaggedShape, rank: int) -> int:
+    n = shape.num_row_partitions
+    return n + (rank - shape.rank) if n else 0
+
+
+def _levels(shape: DynamicRaggedShape, rank: int, k: int):
+    splits = [p.row_splits() for p in shape.row_partitions]
+    inner = _cast(shape.inner_shape, dtypes.int64)
+    return _rb.shape_levels(splits, inner, shape.rank, rank, k)
+
+
+def broadcast_dynamic_shape(shape_x, shape_y) -> DynamicRaggedShape:
+    """`tf.broadcast_dynamic_shape` with a DynamicRaggedShape: the shape both broadcast
+    to (a dimension of length 1 throughout takes the other's; ragged dimensions must
+    have the same row lengths, checked when the step runs).
+
+    Raises:
+      ValueError: a rank unknown at build time, or a ragged dimension against a
+        uniform one of another length.
+    """
+    x, y = _as_shape(shape_x), _as_shape(shape_y)
+    if x.rank is None or y.rank is None:
+        raise ValueError("Unable to broadcast shapes of unknown rank")
+    rank = max(x.rank, y.rank)
+    k = max(_padded_partitions(x, rank), _padded_partitions(y, rank))
+    with ops.name_scope(None, "broadcast_dynamic_shape", []):
+        lx, ly = _levels(x, rank, k), _levels(y, rank, k)
+        nrows, splits, _, checks = _rb.broadcast_levels([lx, ly], k)
+        count = splits[-1][-1] if splits else nrows
+        dense = _op("BroadcastArgs", lx[2][1:], ly[2][1:])
+        count = _op("Reshape", count, _const([1], dtypes.int32))
+        inner = _op("ConcatV2", [count, dense], _const(0, dtypes.int32))
+        inner = _rb._guarded(inner, checks)
+        parts = [RowPartition.from_row_splits(s, validate=False) for s in splits]
+        static = tensor_shape.TensorShape([None] * (rank - k))
+        return DynamicRaggedShape(parts, inner, dtype=dtypes.int64, static_inner_shape=static)
+
+
+def broadcast_to(rt_input, shape: DynamicRaggedShape):
+    """`tf.broadcast_to(x, shape)` with a DynamicRaggedShape: x (a Tensor or
+    RaggedTensor) repeated along shape's dimensions where its own have length 1 (a
+    RaggedTensor, or a Tensor where the shape has no partition).
+
+    Raises:
+      ValueError: x has a ragged dimension where shape's is uniform, or more
+        dimensions than shape.
+      InvalidArgumentError: (when the step runs) a dimension whose lengths are neither
+        1 nor shape's.
+    """
+    with ops.name_scope(None, "broadcast_to", []):
+        k = shape.num_row_partitions
+        splits = [p.row_splits() for p in shape.row_partitions]
+        inner = _cast(shape.inner_shape, dtypes.int64)
+        nrows = _op("Size", splits[0], out_type=dtypes.int64) - 1 if splits else inner[0]
+        return _rb.broadcast_to_splits(rt_input, nrows, splits, inner, shape.rank, k)

@@ -8,6 +8,7 @@ import types
 from asyncflow import dispatch as _dispatch
 from asyncflow import extension_type as _extension_type
 from asyncflow.data.optional import Optional
+from asyncflow.deprecation import enable_strict_mode
 from asyncflow.dtypes import (
     float4_e2m1fn,
     float8_e4m3b11fnuz,
@@ -35,6 +36,7 @@ from asyncflow.extension_type import (
     ExtensionTypeSpec,
 )
 from asyncflow.row_partition import RowPartition
+from asyncflow.structured_tensor import StructuredTensor
 
 extension_type = types.ModuleType(
     "extension_type", "`tf.experimental.extension_type`: as_dict, an ExtensionType's fields."
@@ -116,7 +118,8 @@ def unregister_dispatch_for(dispatch_target):
 __all__ = [
     "BatchableExtensionType", "DynamicRaggedShape", "ExtensionType",
     "ExtensionTypeBatchEncoder", "ExtensionTypeSpec", "Optional", "RowPartition",
-    "async_clear_error", "async_scope",
+    "StructuredTensor",
+    "async_clear_error", "async_scope", "enable_strict_mode",
     "function_executor_type", "output_all_intermediates", "register_filesystem_plugin",
     "extension_type", "dispatch_for_api",
     "dispatch_for_binary_elementwise_apis", "dispatch_for_binary_elementwise_assert_apis",

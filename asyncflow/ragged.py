@@ -199,17 +199,23 @@ def _max_depth(x) -> int:
     return 1 + max((_max_depth(e) for e in x), default=0)
 
 
+def _leaves(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _leaves(y)
+    else:
+        yield x
+
+
 def _constant_parts(pylist, dtype, ragged_rank, inner_shape):
     """(flat values as an ndarray, splits per ragged level outer first) of `pylist`."""
-    if not isinstance(pylist, (list, tuple)):
-        raise ValueError("pylist must be a list or tuple, not a scalar")
     depth = _max_depth(pylist)
     inner_rank = len(inner_shape) if inner_shape is not None else None
-    if ragged_rank is None:
-        ragged_rank = max(1, depth - 1 - (inner_rank or 0))
-    if ragged_rank < 1:
-        raise ValueError(f"ragged_rank must be at least 1; got {ragged_rank}")
-    rows, splits = list(pylist), []
+    if ragged_rank is None:  # (no ragged level: a dense value, as TF's)
+        ragged_rank = max(0, depth - 1 - (inner_rank or 0))
+    if ragged_rank < 0:
+        raise ValueError(f"Invalid ragged_rank={ragged_rank}: must be nonnegative")
+    rows, splits = (list(pylist) if isinstance(pylist, (list, tuple)) else pylist), []
     for _ in range(ragged_rank):
         s, nxt = [0], []
         for row in rows:
@@ -220,7 +226,9 @@ def _constant_parts(pylist, dtype, ragged_rank, inner_shape):
         splits.append(s)
         rows = nxt
     np_dtype = None if dtype is None else dtypes.as_dtype(dtype).as_numpy_dtype
-    if rows:
+    if not isinstance(pylist, (list, tuple)):
+        flat = np.asarray(pylist, dtype=np_dtype)
+    elif rows:
         flat = np.asarray(rows, dtype=np_dtype)
     else:  # no values: the inner dims the nesting leaves are empty too
         rank = max(0, depth - 1 - ragged_rank)
@@ -232,6 +240,8 @@ def _constant_parts(pylist, dtype, ragged_rank, inner_shape):
         kind = flat.dtype.kind
         flat = flat.astype({"i": np.int32, "u": np.int32, "f": np.float32}.get(kind, flat.dtype))
     if flat.dtype.kind in "USO":
+        if dtype is None and not all(isinstance(x, (str, bytes)) for x in _leaves(rows)):
+            raise TypeError("Expected a list of strings: numbers and strings were mixed")
         out = np.empty(flat.size, dtype=object)
         out[:] = [x.encode() if isinstance(x, str) else x for x in flat.ravel()]
         flat = out.reshape(flat.shape)
@@ -241,7 +251,8 @@ def _constant_parts(pylist, dtype, ragged_rank, inner_shape):
 def constant(pylist, dtype=None, ragged_rank=None, inner_shape=None, name=None,
              row_splits_dtype=dtypes.int64):  # fmt: skip
     """A RaggedTensor of the nested Python lists `pylist` (tf.ragged.constant): the
-    outer `ragged_rank` list levels are ragged, the rest (`inner_shape`) dense."""
+    outer `ragged_rank` list levels are ragged, the rest (`inner_shape`) dense; a plain
+    Tensor where no level is ragged (a scalar, a flat list, ragged_rank=0), as TF's."""
     row_splits_dtype = dtypes.as_dtype(row_splits_dtype)
     flat, splits = _constant_parts(pylist, dtype, ragged_rank, inner_shape)
     with ops.name_scope(name, "RaggedConstant", []):

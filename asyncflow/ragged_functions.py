@@ -24,6 +24,7 @@ import numpy as np
 from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
+from asyncflow import ragged_broadcast as _rb
 from asyncflow.ragged import RaggedTensor, concat, is_ragged
 from asyncflow.ragged_methods import (
     _cast,
@@ -608,6 +609,13 @@ def binary(fn, x, y, *args, **kwargs):
     """
     x_r, y_r = is_ragged(x), is_ragged(y)
     like = x if x_r else y
+    if not (x_r and y_r):
+        other = y if x_r else x
+        if not isinstance(other, ops.Tensor):
+            other = ops.convert_to_tensor(other, dtype=like.dtype)
+        x, y = (x, other) if x_r else (other, y)
+    if _needs_full_broadcast(x, y):
+        return _broadcast_binary(fn, x, y, *args, **kwargs)
     if x_r and y_r:
         if x.ragged_rank != y.ragged_rank:
             raise ValueError("asyncflow's ragged element-wise ops need equal ragged ranks")
@@ -624,12 +632,38 @@ def binary(fn, x, y, *args, **kwargs):
                 ).outputs[0]
     else:
         splits = list(like.nested_row_splits)
-        other = y if x_r else x
-        if not isinstance(other, ops.Tensor):
-            other = ops.convert_to_tensor(other, dtype=like.dtype)
-        flat = _broadcast_dense(like, other)
+        flat = _broadcast_dense(like, y if x_r else x)
         fx, fy = (like.flat_values, flat) if x_r else (flat, like.flat_values)
     return _rebuild(like, splits, fn(fx, fy, *args, **kwargs))
+
+
+def _needs_full_broadcast(x, y) -> bool:
+    """Whether x op y needs TF's full ragged broadcasting (asyncflow/ragged_broadcast.py)
+    rather than the flat values' own: ragged operands of different ragged ranks, or a
+    dense one that neither fits the flat values' inner dimensions nor has the ragged
+    operand's rank with length 1 in its ragged dimensions."""
+    if is_ragged(x) and is_ragged(y):
+        return x.ragged_rank != y.ragged_rank
+    rt, dense = (x, y) if is_ragged(x) else (y, x)
+    rank, inner = dense.shape.ndims, rt.flat_values.shape.ndims - 1
+    if rank is None or rank <= inner:
+        return False
+    dims = dense.shape.as_list()
+    return rank != rt.shape.ndims or any(d != 1 for d in dims[1 : rt.ragged_rank + 1])
+
+
+def _broadcast_binary(fn, x, y, *args, **kwargs):
+    """fn(x, y) on the values both broadcast to, partitioned as their broadcast shape."""
+    rank = max(x.shape.ndims, y.shape.ndims)
+
+    def padded_partitions(v):
+        return v.ragged_rank + rank - v.shape.ndims if is_ragged(v) else 0
+
+    k = max(padded_partitions(x), padded_partitions(y))
+    lx, ly = _rb.levels_of(x, rank, k), _rb.levels_of(y, rank, k)
+    _, splits, (ix, iy), checks = _rb.broadcast_levels([lx, ly], k)
+    out = fn(_rb.gathered(lx, ix, checks), _rb.gathered(ly, iy, checks), *args, **kwargs)
+    return _rb.rebuild(out, splits)
 
 
 def dispatch_unary(fn):

@@ -339,6 +339,8 @@ def _index_dtype_for(values) -> dtypes.DType:
 def zeros(shape, dtype=dtypes.float32, name=None, layout=None):
     """`tf.zeros`: all elements zero (False, b"" for bool/string)."""
     _no_layout(layout, "zeros")
+    if isinstance(shape, DynamicRaggedShape):
+        return _ragged_filled(_zero_of(dtypes.as_dtype(dtype)), shape, dtype, name, "zeros")
     return _filled(_zero_of(dtypes.as_dtype(dtype)), shape, dtype, name, "zeros")
 
 
@@ -349,7 +351,16 @@ def ones(shape, dtype=dtypes.float32, name=None, layout=None):
     dtype = dtypes.as_dtype(dtype)
     if dtype == dtypes.string:
         raise TypeError("Expected string, got 1 of type 'int' instead.")
+    if isinstance(shape, DynamicRaggedShape):
+        return _ragged_filled(True if dtype == dtypes.bool else 1, shape, dtype, name, "ones")
     return _filled(True if dtype == dtypes.bool else 1, shape, dtype, name, "ones")
+
+
+def _ragged_filled(value, shape, dtype, name, default_name):
+    """A value of a DynamicRaggedShape `shape` filled with `value` (tf.ones / tf.zeros
+    given one, as TF's)."""
+    with ops.name_scope(name, default_name, []):
+        return manip_ops.broadcast_to(ops.convert_to_tensor(value, dtype=dtype), shape)
 
 
 ZerosLike = register_op(

@@ -15,7 +15,9 @@ import time
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import dynamic_ragged_shape as _drs
 from asyncflow import graph as ops
+from asyncflow.dynamic_ragged_shape import DynamicRaggedShape
 from asyncflow.ops.math_helpers import merged_shapes
 from asyncflow.registry import ANY, INDEX, REQUIRED, NotDifferentiable, register_op
 
@@ -172,11 +174,14 @@ async def _broadcast_args(ctx, s0, s1):
 
 
 def broadcast_dynamic_shape(shape_x, shape_y):
-    """The broadcast of two 1-D shape tensors (op BroadcastArgs).
+    """The broadcast of two 1-D shape tensors (op BroadcastArgs); of two shapes one of
+    which is a DynamicRaggedShape, that DynamicRaggedShape (TF's ragged broadcasting).
 
     Raises:
       InvalidArgumentError: (when run) the shapes do not broadcast.
     """
+    if isinstance(shape_x, DynamicRaggedShape) or isinstance(shape_y, DynamicRaggedShape):
+        return _drs.broadcast_dynamic_shape(shape_x, shape_y)
     return ops.apply_op("BroadcastArgs", [shape_x, shape_y]).outputs[0]
 
 

@@ -20,7 +20,9 @@ import numpy as np
 
 from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, ragged, ragged_functions, tensor_shape
+from asyncflow import dynamic_ragged_shape as _drs
 from asyncflow import graph as ops
+from asyncflow.dynamic_ragged_shape import DynamicRaggedShape
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import merged_shapes
 from asyncflow.ops.slicing_ops import _invalid, _np_dtype, apply
@@ -467,10 +469,16 @@ def broadcast_to(input, shape, name=None):  # noqa: A002 - TF's name
     """`tf.broadcast_to`: `input` repeated along new and size-1 dimensions to `shape`
     (op BroadcastTo, a new tensor; NumPy's broadcasting rules).
 
+    With a DynamicRaggedShape `shape` (or a RaggedTensor `input`), TF's ragged
+    broadcasting: see asyncflow/dynamic_ragged_shape.py.
+
     Raises:
       ValueError: the shapes cannot broadcast (when known).
       InvalidArgumentError: the same at run time, or a negative dimension.
     """
+    if isinstance(shape, DynamicRaggedShape):
+        with ops.name_scope(name, "BroadcastTo", []):
+            return _drs.broadcast_to(input, shape)
     return apply("BroadcastTo", [input, shape], name=name).outputs[0]
 
 

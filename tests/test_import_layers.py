@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "snapshot_format",
             "lmdb_format",
             "tf_logging",
-            "deprecation",  # (TF's renamed-argument rule; imports nothing)
+            "deprecation",  # (TF's deprecation notices, renamed arguments; imports tf_logging)
         ),
     ),
     (
@@ -76,6 +76,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ragged_functions",
             "row_partition",
             "dynamic_ragged_shape",
+            "ragged_broadcast",  # (test_dynamic_ragged_shape_s28)
         ),
     ),
     ("kernel", ("kernel_api", "resources", "queues", "devices")),
@@ -142,6 +143,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "composite_specs",
             "extension_type",
             "tf2_compat",
+            "structured_tensor",  # (test_structured_tensor)
+            "deprecated_endpoints",  # (test_structured_tensor: enable_strict_mode)
         ),
     ),
     ("autodiff", ("gradients", "control_flow_grad", "symbolic_gradient")),
