@@ -13,9 +13,11 @@ FingerprintCat64 chain of them:
 - checkpoint_hash: variables/variables.index's bytes (0 when there is none);
 - uuid: 128 random bits in decimal; version.producer 4, as TF 2.21 writes.
 
-The hashes of a model asyncflow writes equal what TF's own fingerprinting computes on
-the same directory (TF's serialiser sorts integer-keyed maps numerically; asyncflow
-writes none in these protos).
+On a directory asyncflow wrote, TF's own fingerprinting computes the same
+signature_def_hash, saved_object_graph_hash and checkpoint_hash; its saved_model_checksum
+and graph_def_program_hash differ (TF hashes its C++ re-serialisation of the parsed
+protos; the bytes where it differs from ours were not found).  On TF's files, these
+functions give TF's four regularised hashes.
 """
 
 from __future__ import annotations
