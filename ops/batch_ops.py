@@ -317,12 +317,18 @@ def batch_function(
     in_tensors = [ops.convert_to_tensor(t) for t in in_tensors]
     captured_tensors = [ops.convert_to_tensor(t) for t in captured_tensors]
     args = in_tensors + captured_tensors
-    n_params = len(getattr(f, "_arg_placeholders", args))
-    names = arg_names or [f"arg{i}" for i in range(n_params)]
+    # A traced function's own argument signature (TF checks the count when it runs);
+    # else one argument per tensor, any number of rows.
+    params = getattr(f, "_arg_placeholders", None)
+    if params is None:
+        params = [(t.dtype, _unknown_rows(t.shape)) for t in args]
+    else:
+        params = [(p.dtype, p.shape) for p in params]
+    names = arg_names or [f"arg{i}" for i in range(len(params))]
     with ops.name_scope(scope), ops.control_dependencies(None):
         placeholders = [
-            array_ops.placeholder(t.dtype, _unknown_rows(t.shape), name=names[i])
-            for i, t in enumerate(args[:n_params])
+            array_ops.placeholder(dtype, shape, name=names[i])
+            for i, (dtype, shape) in enumerate(params)
         ]
         results = f(*placeholders)
     flat = [ops.convert_to_tensor(t) for t in nest.flatten(results)]
@@ -471,18 +477,26 @@ class _Unbatcher:
         if held is not None:
             held[1].cancel()
             return held[0]
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         self._waiting[task_id] = fut
+        # (a timer, not asyncio.timeout: a step's kernel need not run in a Task of its own)
+        timer = loop.call_later(timeout_s, _expire, fut)
         try:
-            async with asyncio.timeout(timeout_s):
-                return await fut
-        except TimeoutError:
-            raise errors.DeadlineExceededError(
-                None, None, "Batched data did not arrive within timeout window."
-            ) from None
+            return await fut
         finally:
+            timer.cancel()
             if self._waiting.get(task_id) is fut:
                 del self._waiting[task_id]
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(
+            errors.DeadlineExceededError(
+                None, None, "Batched data did not arrive within timeout window."
+            )
+        )
 
 
 def _index_rows(batch_index, n_rows: int) -> list:
