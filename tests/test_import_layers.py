@@ -76,9 +76,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ragged_functions",
             "row_partition",
             "dynamic_ragged_shape",
+            "raw_op_functions",  # (tf.raw_ops from the registry; ops add builders to it)
         ),
     ),
-    ("kernel", ("kernel_api", "resources", "queues", "devices")),
+    # (batching: the Batcher of serving and of ops/batch_ops.py; errors and NumPy only)
+    ("kernel", ("kernel_api", "resources", "queues", "devices", "batching")),
     ("ops", ("ops",)),
     (
         "library",
