@@ -220,16 +220,21 @@ def _rows_back(outputs: dict, n: int) -> list:
 
 
 def _function_of(ctx):
-    """The function's placeholders and results, resolved once per (session, op)."""
+    """The function's (argument count, runner), resolved once per (session, op)."""
     fn = ctx.kernel_state.get("fn")
     if fn is None:
+        if ctx.session is None:
+            raise errors.UnimplementedError(
+                None, None, "BatchFunction runs its function as a nested step of a local "
+                "session; this worker has none",
+            )  # fmt: skip
         get = ctx.op.graph.get_tensor_by_name
         a = ctx.attrs
-        fn = ctx.kernel_state["fn"] = (
-            [get(n) for n in a["f_inputs"]],
-            [get(n) for n in a["f_outputs"]],
-            [get(n) for n in a["f_captures"]],
-        )
+        inputs = [get(n) for n in a["f_inputs"]]
+        captures = [get(n) for n in a["f_captures"]]
+        outputs = [get(n) for n in a["f_outputs"]]
+        runner = _function_runner(ctx.session, inputs, outputs, captures)
+        fn = ctx.kernel_state["fn"] = (len(inputs) + len(captures), runner)
     return fn
 
 
@@ -260,13 +265,11 @@ async def _batch_function(ctx, *args):
     a = ctx.attrs
     n_in = len(a["Tin"])
     in_tensors, captured = args[:n_in], args[n_in:]
-    inputs, outputs, captures = _function_of(ctx)
-    if len(inputs) + len(captures) != len(args):
+    n_params, runner = _function_of(ctx)
+    if n_params != len(args):
         raise _invalid(
-            f"Function takes {len(inputs) + len(captures)} argument(s) but {len(args)} "
-            "argument(s) were passed"
+            f"Function takes {n_params} argument(s) but {len(args)} argument(s) were passed"
         )
-    runner = _function_runner(ctx.session, inputs, outputs, captures)
     batcher = _batcher(ctx, "BatchFunction", runner)
     rows = _check_batchable(in_tensors)
     if rows == 0:  # (TF runs nothing and answers empty tensors)

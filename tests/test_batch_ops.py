@@ -192,6 +192,23 @@ def test_timeout_flushes_a_partial_batch():
         assert [v[0].tolist() for v in got] == [[10.0], [11.0], [12.0]]
 
 
+def test_split_request_fills_the_open_batch_first():
+    calls: list = []
+    with tf.Graph().as_default(), tf.Session() as s:
+        x, outs = _base({"batch_timeout_micros": 20_000}, calls)
+
+        async def main():
+            one = asyncio.create_task(s.arun(outs, {x: [100.0]}))
+            await until(lambda: _queued(s) == 1)
+            six = await s.arun(outs, {x: np.arange(6, dtype=np.float32)})
+            return await one, six
+
+        one, six = asyncio.run(main())
+        assert calls == [4, 4]  # 1 + 3 rows (full: it goes), then 3 padded to 4
+        assert one[0].tolist() == [110.0]
+        assert six[0].tolist() == [10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+
+
 def test_function_error_reaches_every_caller():
     calls: list = []
     want = TABLE["concurrent_error"]
