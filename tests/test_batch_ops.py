@@ -163,7 +163,7 @@ def test_concurrent_threads_as_tf():
     calls: list = []
     want = TABLE["concurrent"]
     with tf.Graph().as_default(), tf.Session() as s:
-        x, outs = _base({"batch_timeout_micros": 1_000_000}, calls)
+        x, outs = _base({"batch_timeout_micros": 2_000_000}, calls)
         res = {}
 
         def run(i):
@@ -264,7 +264,7 @@ def _queued(session, prefix: str = "BatchFunction:") -> int:
 # -- Batch / Unbatch / UnbatchGrad ----------------------------------------------------------
 
 
-def _batch_graph(timeout_micros=2_000_000):
+def _batch_graph(timeout_micros):
     x = tf.placeholder(tf.float32, [None, 2])
     b, idx, id_ = tf.raw_ops.Batch(
         in_tensors=[x], num_batch_threads=1, max_batch_size=4, batch_timeout_micros=timeout_micros,
@@ -293,11 +293,11 @@ def test_batch_unbatch_one_caller_as_tf():
 def test_batch_unbatch_two_threads_as_tf():
     want = TABLE["batch_threads"]
     with tf.Graph().as_default(), tf.Session() as s:
-        x, fetches = _batch_graph()
+        x, fetches = _batch_graph(30_000_000)  # (a full batch goes at once)
         res = {}
 
         def run(i):
-            res[i] = s.run(fetches, {x: np.full((i + 1, 2), float(i + 1))})
+            res[i] = s.run(fetches, {x: np.full((1 + 2 * i, 2), float(i + 1))})
 
         # Thread 0's rows come first; once they wait, thread 1's fill the batch, which
         # goes to thread 1 (the last caller), as TF's.
