@@ -541,6 +541,11 @@ class Batcher:
     def running_batches(self) -> int:
         return self._running
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop its state lives on (bound by the first `submit`; None before)."""
+        return self._loop
+
 
 def _leading_dim(inputs: Mapping) -> int:
     dims = {a.shape[0] if a.ndim else None for a in inputs.values()}

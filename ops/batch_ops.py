@@ -28,7 +28,8 @@ request), one per resource: (`container`, `shared_name` or the node's name,
 TF 2.21 registers no gradient for any of the four (tf.gradients raises LookupError).
 Accepted and not acted on: `num_batch_threads` beyond how many batches run at once,
 the low-priority attrs, `mixed_priority_policy`, and a `batch_padding_policy` other
-than PAD_UP (batches are always padded up).
+than PAD_UP (batches are always padded up).  Steps whose inputs differ after dim 0 are
+batched apart (TF puts them in one batch, whose concatenation then fails).
 
 Invariants: each step's rows are delivered to it exactly once, or it gets an error;
 stored rows for a step that never asks are dropped after the timeout.
@@ -175,7 +176,7 @@ def _batcher(ctx, kind: str, fn) -> Batcher:
     mgr = ctx.resource_mgr(container)
     loop = asyncio.get_running_loop()
     held = mgr.get(container, key)
-    if held is not None and held._loop in (None, loop):
+    if held is not None and held.loop in (None, loop):
         return held
     splitting = bool(a.get("enable_large_batch_splitting", False))
     _check_options(a, splitting)
