@@ -250,6 +250,17 @@ def test_cancelled_caller_leaves_the_batch():
         assert [v[0].tolist() for v in got] == [[12.0], [13.0], [14.0], [15.0]]
 
 
+def test_step_deadline_while_batching_withdraws_its_rows():
+    calls: list = []
+    with tf.Graph().as_default(), tf.Session() as s:
+        x, outs = _base({"batch_timeout_micros": 60_000_000}, calls)
+        with pytest.raises(errors.DeadlineExceededError):
+            s.run(outs, {x: [1.0]}, options=tf.RunOptions(timeout_in_ms=50))
+        assert _queued(s) == 0 and calls == []
+        (v,) = s.run(outs, {x: np.arange(4, dtype=np.float32)})  # (a full batch, at once)
+        assert v.tolist() == [10.0, 11.0, 12.0, 13.0] and calls == [4]
+
+
 def _queued(session, prefix: str = "BatchFunction:") -> int:
     """Requests waiting in the session's batchers of one op type."""
     return sum(
