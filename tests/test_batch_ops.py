@@ -406,3 +406,56 @@ def test_tf_graph_def_runs_here_and_ours_has_tf_form():
     with tf.Graph().as_default(), tf.Session() as s:
         tf.import_graph_def(ours, name="")
         assert [v.tolist() for v in s.run(want["fetches"], feeds)] == want["values"]
+
+
+def _attrs(node) -> dict:
+    return {k: v.SerializeToString() for k, v in node.attr.items() if k != "f"}
+
+
+def test_our_graph_def_nodes_as_tf():
+    """The graph of record_graph_def built here: each batching node's inputs and attrs
+    (all but the function's name) are TF's, its function has TF's signature."""
+    tf_gd = GraphDef()
+    tf_gd.ParseFromString(base64.b64decode(TABLE["graph_def"]["pb"]))
+    with tf.Graph().as_default() as g:
+
+        @tf.nondifferentiable_batch_function(1, 4, 1000)
+        def batched(a):
+            return a * 3.0
+
+        a = tf.placeholder(tf.float32, [None, 2], name="a")
+        k = tf.placeholder(tf.float32, [], name="k")
+        batched(a)
+        cf = tf.function(lambda x, c: x * c - 1.0).get_concrete_function(
+            tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec([], tf.float32)
+        )
+        tf.raw_ops.BatchFunction(
+            in_tensors=[a], captured_tensors=[k], f=cf, num_batch_threads=1, max_batch_size=4,
+            batch_timeout_micros=1000, Tout=[tf.float32], name="raw",
+        )  # fmt: skip
+        b, idx, id_ = tf.raw_ops.Batch(
+            in_tensors=[a], num_batch_threads=1, max_batch_size=4, batch_timeout_micros=1000,
+            grad_timeout_micros=1000, shared_name="b",
+        )  # fmt: skip
+        u = tf.raw_ops.Unbatch(batched_tensor=b[0], batch_index=idx, id=id_, timeout_micros=1000)
+        tf.raw_ops.UnbatchGrad(original_input=b[0], batch_index=idx, grad=u, id=id_)
+        ours = g.as_graph_def()
+    theirs = {n.name: n for n in tf_gd.node}
+    functions = {f.signature.name: f.signature for f in ours.library.function}
+    tf_functions = {f.signature.name: f.signature for f in tf_gd.library.function}
+    compared = []
+    for node in ours.node:
+        if node.op not in ("BatchFunction", "Batch", "Unbatch", "UnbatchGrad"):
+            continue
+        compared.append(node.name)
+        want = theirs[node.name]
+        assert node.op == want.op and list(node.input) == list(want.input), node.name
+        assert _attrs(node) == _attrs(want), node.name
+        if node.op == "BatchFunction":
+            sig, tf_sig = (
+                functions[node.attr["f"].func.name],
+                tf_functions[want.attr["f"].func.name],
+            )
+            assert [a.type for a in sig.input_arg] == [a.type for a in tf_sig.input_arg]
+            assert [a.type for a in sig.output_arg] == [a.type for a in tf_sig.output_arg]
+    assert sorted(compared) == ["Batch", "Unbatch", "UnbatchGrad", "batch/BatchFunction", "raw"]
