@@ -458,4 +458,4 @@ def test_our_graph_def_nodes_as_tf():
             )
             assert [a.type for a in sig.input_arg] == [a.type for a in tf_sig.input_arg]
             assert [a.type for a in sig.output_arg] == [a.type for a in tf_sig.output_arg]
-    assert sorted(compared) == ["Batch", "Unbatch", "UnbatchGrad", "batch/BatchFunction", "raw"]
+    assert sorted(compared) == ["Batch_1", "Unbatch", "UnbatchGrad", "batch/BatchFunction", "raw"]
