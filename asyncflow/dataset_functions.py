@@ -94,7 +94,7 @@ def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> 
             raise ValueError(f"Function '{fname}' calls itself (through {' -> '.join(stack)})")
         fdef = functions[fname]
         sig = fdef.signature
-        types_attr = _capture_types_attr(attr)
+        types_attr = "Tcaptured" if nd.op == "BatchFunction" else _capture_types_attr(attr)
         n_captures = len(nd.attr[types_attr].list.type) if types_attr in nd.attr else 0
         if n_captures > len(sig.input_arg):
             raise ValueError(

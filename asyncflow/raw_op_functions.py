@@ -186,6 +186,13 @@ def OneShotIterator(  # noqa: N802 - TF's raw-op name
 _BUILDERS = {"OneShotIterator": OneShotIterator}
 
 
+def register_builder(op_type: str, builder) -> None:
+    """`tf.raw_ops.<op_type>` is `builder` (keyword-only, TF's arguments): for ops whose
+    graph form here differs from their OpDef's arguments (a function attr traced into
+    the graph)."""
+    _BUILDERS[op_type] = builder
+
+
 class _RawOps(types.ModuleType):
     """The `tf.raw_ops` namespace (see the module note)."""
 

@@ -26,10 +26,9 @@ import os
 from asyncflow import errors, tf_logging
 from asyncflow import graph as ops
 from asyncflow import variables as _variables
-from asyncflow.ops import array_ops
+from asyncflow.ops import batch_ops
 from asyncflow.ops.top_misc_ops import check_pinned
 from asyncflow.protos.event_pb2 import LogMessage
-from asyncflow.tf_function import function as _function
 
 __all__ = [
     "LogMessage",
@@ -141,19 +140,17 @@ def nondifferentiable_batch_function(
     autograph=True,
     enable_large_batch_splitting=True,
 ):
-    """`tf.nondifferentiable_batch_function`: a decorator whose function's results are
-    TF's BatchFunction's: the function's values, under the name scope "batch", through
-    one op `batch/BatchFunction` that has no gradient (tf.gradients through it raises
-    LookupError, as TF's), shapes unknown.  Concurrent calls are not merged into one
-    batch here: each call computes its own rows, the same values TF gives each caller.
-    The batching arguments are checked as TF checks them.
+    """`tf.nondifferentiable_batch_function`: a decorator whose function runs as TF's
+    BatchFunction op `batch/BatchFunction` (ops/batch_ops.py): calls from concurrent
+    steps of a session are batched along dim 0 into one run of the function, and each
+    step gets its own rows.  The op has no gradient (tf.gradients through it raises
+    LookupError, as TF's); its shapes are unknown.  The arguments are checked as TF
+    checks them.
 
     Raises:
       ValueError: a max_batch_size that is not positive, or allowed_batch_sizes not
         increasing or not ending at max_batch_size.
     """
-    del num_batch_threads, batch_timeout_micros, max_enqueued_batches
-    del enable_large_batch_splitting
     if max_batch_size <= 0:
         raise ValueError(f"max_batch_size must be positive, got {max_batch_size}")
     if allowed_batch_sizes:
@@ -164,19 +161,26 @@ def nondifferentiable_batch_function(
                 f"({max_batch_size}), got {sizes}"
             )
 
-    def decorator(fn):
-        traced = _function(fn, autograph=autograph)
+    del autograph  # (the function is built from Python as it is written)
 
+    def decorator(fn):
         def batched(*args):
-            with ops.name_scope("batch"):
-                results = traced(*args)
-                flat = list(results) if isinstance(results, (list, tuple)) else [results]
-                graph = ops.get_default_graph()
-                with graph.gradient_override_map({"IdentityN": "BatchFunction"}):
-                    out = array_ops.identity_n(flat, name="BatchFunction")
-                for t in out:
-                    t._shape = ops.tensor_shape.unknown_shape()
-            return tuple(out) if isinstance(results, (list, tuple)) else out[0]
+            with ops.name_scope("batch") as scope:
+                return batch_ops.batch_function(
+                    args,
+                    [],
+                    fn,
+                    num_batch_threads,
+                    max_batch_size,
+                    batch_timeout_micros,
+                    Tout=None,
+                    max_enqueued_batches=max_enqueued_batches,
+                    allowed_batch_sizes=allowed_batch_sizes or (),
+                    shared_name=scope,
+                    enable_large_batch_splitting=enable_large_batch_splitting,
+                    arg_names=[f"batch_{i}" for i in range(len(args))],
+                    structured=True,
+                )
 
         batched.__name__ = getattr(fn, "__name__", "batched")
         batched.__doc__ = fn.__doc__

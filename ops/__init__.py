@@ -7,6 +7,7 @@ from asyncflow.ops import (  # noqa: F401
     audio_features_ops,
     audio_ops,
     barrier_ops,
+    batch_ops,
     boosted_trees_ops,
     boosted_trees_quantile_ops,
     boosted_trees_stats_ops,

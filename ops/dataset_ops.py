@@ -642,5 +642,23 @@ def function_attrs(inputs, outputs, captures) -> dict:
     }
 
 
+def external_placeholders(outputs, inputs) -> list:
+    """Placeholders outside a traced function that its results depend on (its captures:
+    fed by the step, their values reach the function as the op's inputs)."""
+    seen, stack, found = set(), [t.op for t in outputs], []
+    own = {t.op for t in inputs}
+    while stack:
+        op = stack.pop()
+        if op in seen or op in own:
+            continue
+        seen.add(op)
+        if op.type in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault"):
+            found.append(op.outputs[0])
+            continue
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return found
+
+
 def dataset_op(op_type: str, inputs, attrs, name=None) -> ops.Tensor:
     return ops.apply_op(op_type, inputs, attrs, name=name).outputs[0]

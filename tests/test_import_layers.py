@@ -77,9 +77,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "row_partition",
             "dynamic_ragged_shape",
             "ragged_broadcast",  # (test_dynamic_ragged_shape_s28)
+            "raw_op_functions",  # (tf.raw_ops from the registry; ops add builders to it)
         ),
     ),
-    ("kernel", ("kernel_api", "resources", "queues", "devices")),
+    # (batching: the Batcher of serving and of ops/batch_ops.py; errors and NumPy only)
+    ("kernel", ("kernel_api", "resources", "queues", "devices", "batching")),
     ("ops", ("ops",)),
     (
         "library",

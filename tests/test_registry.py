@@ -251,6 +251,12 @@ _TF_NO_GRADIENT = {
     "ConfigureDistributedTPU",
     "ShutdownDistributedTPU",
     "ConfigureTPUEmbedding",
+    # the serving batching ops
+    # (tests/test_batch_ops.py::test_tf_graph_def_runs_here_and_ours_has_tf_form)
+    "Batch",
+    "BatchFunction",
+    "Unbatch",
+    "UnbatchGrad",
 }
 
 

@@ -116,23 +116,6 @@ def _spec_of(t) -> _Spec:
     return (_SparseSpec if isinstance(t, SparseTensor) else _Spec)(t.dtype, t.shape)
 
 
-def _external_placeholders(outputs, inputs) -> list:
-    """Placeholders outside the function that its results depend on (its captures)."""
-    seen, stack, found = set(), [t.op for t in outputs], []
-    own = {t.op for t in inputs}
-    while stack:
-        op = stack.pop()
-        if op in seen or op in own:
-            continue
-        seen.add(op)
-        if op.type in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault"):
-            found.append(op.outputs[0])
-            continue
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
-    return found
-
-
 class _Traced:
     """`fn` traced into the graph on argument placeholders (or, with `after`, on the
     results of an earlier traced function: two maps fused into one call)."""
@@ -164,7 +147,7 @@ class _Traced:
                 self.outputs = [out._variant]
             else:
                 self.outputs = _to_components(_flat(out))
-        self.captures = _external_placeholders(self.outputs, self.inputs)
+        self.captures = dataset_ops.external_placeholders(self.outputs, self.inputs)
 
     def op_inputs(self):
         return list(self.captures)

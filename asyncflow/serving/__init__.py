@@ -7,7 +7,7 @@
 (batch-size histogram, queue time, latency percentiles) are readable at run time.
 """
 
-from asyncflow.serving.batcher import Batcher, BatchingMetrics
+from asyncflow.batching import Batcher, BatchingMetrics
 from asyncflow.serving.model import (
     DEFAULT_SERVING_SIGNATURE_DEF_KEY,
     ServableModel,

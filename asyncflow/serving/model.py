@@ -20,7 +20,7 @@ import numpy as np
 
 from asyncflow import errors
 from asyncflow import graph as ops
-from asyncflow.serving.batcher import Batcher
+from asyncflow.batching import Batcher
 from asyncflow.session import Session, dims_fit
 
 __all__ = ["ServableModel", "Signature", "load", "aload", "DEFAULT_SERVING_SIGNATURE_DEF_KEY"]

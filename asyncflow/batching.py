@@ -1,5 +1,9 @@
 """Dynamic batching: concurrent requests merged along dim 0 into one step.
 
+Two users: the serving REST/gRPC server (asyncflow/serving/model.py: one batcher per
+signature) and the in-graph batching ops (ops/batch_ops.py: BatchFunction and Batch,
+one batcher per op resource in a session).
+
 The knobs are TF Serving's (BasicBatchScheduler / BatchingParameters), with Triton's and
 Ray Serve's names in mind:
 
@@ -11,7 +15,15 @@ Ray Serve's names in mind:
   that would need one more fails at once with `errors.UnavailableError`;
 - `max_concurrent_batches`: batches running at once (TF Serving's num_batch_threads);
 - `allowed_batch_sizes`: a merged batch is padded (with copies of its first row) to the
-  next allowed size, and the outputs sliced back; the last must equal max_batch_size;
+  next allowed size, and the outputs sliced back; the last must equal max_batch_size
+  (without splitting);
+- `enable_large_batch_splitting` (TF's BatchFunction attr): `max_batch_size` limits one
+  request, and batches run at most `allowed_batch_sizes[-1]` rows (max_batch_size when
+  none are given): a request that does not fit the open batch is split along dim 0, its
+  first piece filling that batch, and its outputs are the pieces' joined back in order;
+- `pass_contexts`: `fn(merged, contexts)` also gets each request's `context` (what
+  `submit` was given), in the batch's row order: for callers that need more than their
+  own rows back (TF's Batch op hands the whole batch to one caller);
 - per-request `deadline_s` (seconds from submit): a request still waiting, or still
   running, when it expires fails with `errors.DeadlineExceededError`; one that expires
   while queued is taken out of its batch;
@@ -103,10 +115,11 @@ class BatchingMetrics:
 
 
 class _Request:
-    __slots__ = ("inputs", "size", "rows", "future", "enqueued", "deadline", "batch")
+    __slots__ = ("inputs", "size", "rows", "future", "enqueued", "deadline", "batch", "context")
 
-    def __init__(self, inputs, size, rows, future, enqueued):
+    def __init__(self, inputs, size, rows, future, enqueued, context=None):
         self.inputs = inputs
+        self.context = context
         self.size = size  # what counts against max_batch_size (batch_size_fn)
         self.rows = rows  # dim 0: how outputs are sliced back
         self.future = future
@@ -165,6 +178,8 @@ class Batcher:
         batch_size_fn: Callable[[Mapping], int] | None = None,
         metrics_window: int = 10000,
         pad_variable_length_inputs: bool = False,
+        enable_large_batch_splitting: bool = False,
+        pass_contexts: bool = False,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be positive; was {max_batch_size}")
@@ -182,7 +197,13 @@ class Batcher:
             sizes = [int(s) for s in allowed_batch_sizes]
             if any(b <= a for a, b in itertools.pairwise(sizes)) or sizes[0] < 1:
                 raise ValueError("allowed_batch_sizes entries must be monotonically increasing")
-            if sizes[-1] != max_batch_size:
+            if enable_large_batch_splitting:
+                if sizes[-1] > max_batch_size:
+                    raise ValueError(
+                        "When enable_large_batch_splitting is true, input_batch_size_limit "
+                        "must be greater than or equal to max_execution_batch_size."
+                    )
+            elif sizes[-1] != max_batch_size:
                 raise ValueError(
                     "final entry in allowed_batch_sizes must equal max_batch_size when "
                     f"enable_large_batch_splitting is False; was {sizes[-1]}, expected "
@@ -193,6 +214,11 @@ class Batcher:
             self._allowed = None
         self._fn = fn
         self.max_batch_size = max_batch_size
+        # Invariant: no batch holds more than `_batch_limit` rows (sizes); requests up to
+        # max_batch_size are split to fit when splitting is on.
+        self._split = bool(enable_large_batch_splitting) and batch_size_fn is None
+        self._batch_limit = self._allowed[-1] if self._split and self._allowed else max_batch_size
+        self._pass_contexts = bool(pass_contexts)
         self.batch_timeout = batch_timeout_micros / 1e6
         self.max_enqueued_batches = max_enqueued_batches
         self.max_concurrent_batches = max_concurrent_batches
@@ -208,8 +234,9 @@ class Batcher:
         self._closed = False
 
     # -- submitting
-    async def submit(self, inputs: Mapping, deadline_s: float | None = None) -> dict:
+    async def submit(self, inputs: Mapping, deadline_s: float | None = None, context=None) -> dict:
         """Run `inputs` (name -> array, batch along dim 0) in some batch; its outputs.
+        `context` goes to `fn` with the request (`pass_contexts`).
 
         Raises:
           InvalidArgumentError: empty inputs, or a request larger than max_batch_size.
@@ -221,11 +248,16 @@ class Batcher:
         if self._loop is None:
             self._loop = loop
         elif self._loop is not loop:
-            cf = asyncio.run_coroutine_threadsafe(self.submit(inputs, deadline_s), self._loop)
+            cf = asyncio.run_coroutine_threadsafe(
+                self.submit(inputs, deadline_s, context), self._loop
+            )
             return await asyncio.wrap_future(cf)
         if self._closed:
             raise errors.UnavailableError(None, None, "Batcher has been closed.")
-        request = self._enqueue(loop, inputs, deadline_s)
+        arrays, rows, size = self._prepare(inputs)
+        if self._split and size > self._room(arrays):
+            return await self._submit_split(loop, arrays, rows, deadline_s, context)
+        request = self._enqueue(loop, arrays, rows, size, deadline_s, context)
         try:
             result = await request.future
         except asyncio.CancelledError:
@@ -236,7 +268,42 @@ class Batcher:
         self.metrics.latency.append(time.perf_counter() - request.enqueued)
         return result
 
-    def _enqueue(self, loop, inputs, deadline_s) -> _Request:
+    def _room(self, arrays) -> int:
+        """Rows the open batch for `arrays`' signature still takes (a fresh one's limit
+        when there is none)."""
+        queue = self._queues.get(_batch_key(arrays, self.pad_variable_length_inputs))
+        if queue is None or not queue.pending:
+            return self._batch_limit
+        room = self._batch_limit - queue.pending[-1].size
+        return room if room > 0 else self._batch_limit
+
+    async def _submit_split(self, loop, arrays, rows, deadline_s, context) -> dict:
+        """A request larger than the open batch's room, as pieces in consecutive batches
+        (TF's large batch splitting); its outputs are the pieces' joined in order."""
+        requests = []
+        start = 0
+        try:
+            while start < rows:
+                n = min(self._room(arrays), rows - start)
+                piece = {name: a[start : start + n] for name, a in arrays.items()}
+                requests.append(self._enqueue(loop, piece, n, n, deadline_s, context))
+                start += n
+            pieces = [await r.future for r in requests]
+        except BaseException as exc:
+            for r in requests:
+                if not r.future.done():
+                    if r.batch is not None and not r.batch.started:
+                        self._withdraw(r)
+                    r.future.cancel()
+                elif not r.future.cancelled():
+                    r.future.exception()  # (retrieved: the first error is raised)
+            if isinstance(exc, asyncio.CancelledError):
+                self.metrics.cancelled += 1
+            raise
+        self.metrics.latency.append(time.perf_counter() - requests[0].enqueued)
+        return {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]}
+
+    def _prepare(self, inputs) -> tuple[dict, int, int]:
         if not inputs:
             raise errors.InvalidArgumentError(None, None, "A batched request needs inputs.")
         arrays = {
@@ -252,12 +319,15 @@ class Batcher:
                 if size > 0
                 else f"Task size {size} must be positive",
             )
+        return arrays, rows, size
+
+    def _enqueue(self, loop, arrays, rows, size, deadline_s, context=None) -> _Request:
         key = _batch_key(arrays, self.pad_variable_length_inputs)
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = _Queue(key)
         batch = queue.pending[-1] if queue.pending else None
-        if batch is None or batch.size + size > self.max_batch_size:
+        if batch is None or batch.size + size > self._batch_limit:
             if len(queue.pending) >= self.max_enqueued_batches:
                 self.metrics.rejected += 1
                 raise errors.UnavailableError(
@@ -272,12 +342,12 @@ class Batcher:
             else:
                 batch.ready = True
         now = time.perf_counter()  # not loop.time(): uvloop's has 1 ms resolution
-        request = _Request(arrays, size, rows, loop.create_future(), now)
+        request = _Request(arrays, size, rows, loop.create_future(), now, context)
         request.batch = batch
         batch.requests.append(request)
         batch.size += size
         self.metrics.requests += 1
-        if batch.size == self.max_batch_size:
+        if batch.size == self._batch_limit:
             batch.ready = True
         if deadline_s is not None:
             request.deadline = when = loop.time() + max(deadline_s, 0.0)
@@ -409,7 +479,10 @@ class Batcher:
             self.metrics.padded_batch_sizes[padded] += 1
             merged = _merge(requests, total, padded, self.pad_variable_length_inputs)
             try:
-                outputs = await self._fn(merged)
+                if self._pass_contexts:
+                    outputs = await self._fn(merged, [r.context for r in requests])
+                else:
+                    outputs = await self._fn(merged)
                 pieces = _split(outputs, requests, padded)
             except Exception as exc:
                 self.metrics.failed += len(requests)
@@ -467,6 +540,11 @@ class Batcher:
     @property
     def running_batches(self) -> int:
         return self._running
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop its state lives on (bound by the first `submit`; None before)."""
+        return self._loop
 
 
 def _leading_dim(inputs: Mapping) -> int:
