@@ -1,0 +1,328 @@
+"""The last of tf.data's raw ops (ops/dataset_raw.py has the note): the ops that read a
+pipeline's structure (`AssertNextDataset`, `AssertPrevDataset`, `ComputeBatchSize`,
+`GetOptions`), a pipeline as TF's GraphDef and back (`DatasetToGraph`,
+`DatasetToGraphV2`, `DatasetFromGraph`, ops/dataset_graph.py), weighted flat maps, and
+the ops TF 2.21 only runs with parts this runtime has not (its grappler rewrites, a
+data service, GPU-only kernels), which give TF's results or TF's errors on CPU.
+
+A pipeline's structure is read from the ops that made its values
+(`dataset_ops.built_by`: each dataset value knows its op and the inputs that run gave
+it), so fed batch sizes count as TF's constants do.  TF reads the structure after its
+rewrites (`map` becomes `ParallelMapV2` under the default options); this runtime has
+none, so the names checked are those of the ops in the graph.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from asyncflow import dtypes, errors, tensor_shape
+from asyncflow.ops import dataset_more as dsm
+from asyncflow.ops import dataset_ops as dso
+from asyncflow.ops import dataset_pipeline as pl
+from asyncflow.registry import NotDifferentiable, get_op_def, register_op
+
+__all__: list[str] = []
+
+_IN = "input_dataset: string"
+_closing = dsm._closing
+
+
+def _bad(msg: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+def _strings(x) -> list[str]:
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in np.ravel(x).tolist()]
+
+
+# -- the structure of a pipeline -----------------------------------------------------------------
+
+# Ops TF's iterators pass through (no iterator of their own, so no name in its prefix).
+_PASS_THROUGH = frozenset(
+    {
+        "OptionsDataset",
+        "ModelDataset",
+        "OptimizeDataset",
+        "OptimizeDatasetV2",
+        "FinalizeDataset",
+        "Identity",
+    }
+)
+
+
+def _dataset_inputs(op, args) -> list:
+    """The dataset values among an op's inputs, in order."""
+    out = []
+    for a in args:
+        v = a[()] if isinstance(a, np.ndarray) and a.shape == () and a.dtype == object else None
+        if isinstance(v, pl.DatasetValue):
+            out.append(v)
+    return out
+
+
+def _upstream(value) -> list:
+    """The (op, inputs) that made `value` and the values it was made from, following
+    each op's first dataset input up to the source."""
+    out = []
+    while value is not None and len(out) < 10_000:
+        built = dso.built_by(value)
+        if built is None:
+            break
+        out.append(built)
+        ins = _dataset_inputs(*built)
+        value = ins[0] if ins else None
+    return out
+
+
+def _token(op_type: str) -> str:
+    """TF's name of a dataset op's iterator (`ParallelMapDatasetV2` -> `ParallelMapV2`)."""
+    return op_type.replace("Dataset", "", 1)
+
+
+def _matches_any_version(want: str, got: str) -> bool:
+    """TF's MatchesAnyVersion: `got` is `want`, or `want` with a version suffix."""
+    return got == want or re.fullmatch(re.escape(want) + r"V\d+", got) is not None
+
+
+def _downstream(op) -> list[str]:
+    """The iterator names after `op`'s in TF's prefix: its consumers' up to `Root`."""
+    names: list[str] = []
+    seen = set()
+    while op.name not in seen and len(names) < 10_000:
+        seen.add(op.name)
+        consumers = [c for c in op.outputs[0].consumers() if c.inputs and c.inputs[0] is op.outputs[0]]
+        nxt = next((c for c in consumers if c.type.endswith("Dataset") or c.type == "Identity"), None)
+        if nxt is None:
+            break
+        if nxt.type not in _PASS_THROUGH:
+            names.append(_token(nxt.type))
+        op = nxt
+    return [*names, "Root"]
+
+
+async def _assert_next(ctx, ds, transformations):
+    want = _strings(transformations)
+    got = _downstream(ctx.op)
+    if len(want) > len(got):
+        raise _bad(
+            f"Asserted next {len(want)} transformations but encountered only {len(got)}."
+        )
+    for i, (w, g) in enumerate(zip(want, got)):
+        if not _matches_any_version(w, g):
+            raise _bad(
+                f"Asserted transformation matching {w} at offset {i} but encountered {g} "
+                "transformation instead."
+            )
+    return ds
+
+
+def _parse_transformation(text: str):
+    from google.protobuf import text_format
+
+    from asyncflow.protos.attr_value_pb2 import NameAttrList
+
+    try:
+        return text_format.Parse(text, NameAttrList())
+    except text_format.ParseError:
+        return None
+
+
+def _attr_equal(op, name: str, want) -> bool:
+    try:
+        have = op.get_attr(name)
+    except (ValueError, KeyError):
+        return False
+    kind = want.WhichOneof("value")
+    if kind == "s":
+        return (have.encode() if isinstance(have, str) else have) == want.s
+    if kind == "b":
+        return isinstance(have, bool) and have == want.b
+    if kind == "i":
+        return not isinstance(have, bool) and isinstance(have, int) and have == want.i
+    return False
+
+
+async def _assert_prev(ctx, ds, transformations):
+    want = _strings(transformations)
+    chain = [op for op, _ in _upstream(dso._ds(ds))]
+    for i, text in enumerate(want):
+        head = f"Failure checking transformations at offset {i}: "
+        proto = _parse_transformation(text)
+        if proto is None:
+            raise _bad(f"{head}Couldn't parse transformation '{text}'.")
+        if i >= len(chain):
+            raise _bad(
+                f"{head}Asserted previous {len(want)} transformations but encountered only "
+                f"{len(chain)}."
+            )
+        op = chain[i]
+        if not _matches_any_version(proto.name, op.type):
+            raise _bad(
+                f"{head}Asserted transformation matching '{proto.name}', but found "
+                f"'{op.type}'."
+            )
+        for key in sorted(proto.attr):
+            if not _attr_equal(op, key, proto.attr[key]):
+                raise _bad(
+                    f"{head}Asserted attribute '{key}' having a value of "
+                    f"'{_shown(proto.attr[key])}', but found value of "
+                    f"'{_shown_attr(op, key)}'."
+                )
+    return ds
+
+
+def _shown(attr) -> str:
+    kind = attr.WhichOneof("value")
+    v = getattr(attr, kind) if kind else ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _shown_attr(op, key: str) -> str:
+    try:
+        v = op.get_attr(key)
+    except (ValueError, KeyError):
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+for _name, _kernel in (
+    ("AssertNextDataset", _assert_next),
+    ("ExperimentalAssertNextDataset", _assert_next),
+    ("AssertPrevDataset", _assert_prev),
+):
+    dso._register(_name, [_IN, "transformations: string"], None, _kernel)
+
+
+# Ops whose elements are batches of their `batch_size` input.
+_BATCHES = frozenset(
+    {
+        "BatchDataset",
+        "BatchDatasetV2",
+        "PaddedBatchDataset",
+        "PaddedBatchDatasetV2",
+        "MapAndBatchDataset",
+        "ExperimentalMapAndBatchDataset",
+    }
+)
+# Ops that keep their input's batches as they are.
+_KEEP_BATCHES = frozenset(
+    {
+        "PrefetchDataset",
+        "ShuffleDataset",
+        "ShuffleDatasetV2",
+        "ShuffleDatasetV3",
+        "ShuffleAndRepeatDataset",
+        "ShuffleAndRepeatDatasetV2",
+        "RepeatDataset",
+        "TakeDataset",
+        "SkipDataset",
+        "CacheDataset",
+        "CacheDatasetV2",
+        "FilterDataset",
+        "ShardDataset",
+        "ConcatenateDataset",
+        "ZipDataset",
+        "AssertNextDataset",
+        "AssertPrevDataset",
+        "ExperimentalAssertNextDataset",
+        "MaxIntraOpParallelismDataset",
+        "PrivateThreadPoolDataset",
+        *_PASS_THROUGH,
+    }
+)
+
+
+def _batch_size(value, depth: int = 0) -> int:
+    """TF's ComputeBatchSize: the batch size every element has, or -1."""
+    built = dso.built_by(value)
+    if built is None or depth > 1000:
+        return -1
+    op, args = built
+    if op.type in _BATCHES:
+        names = [a.name for a in get_op_def(op.type).inputs]
+        return int(np.asarray(args[names.index("batch_size")]))
+    if op.type not in _KEEP_BATCHES:
+        return -1
+    sizes = {_batch_size(v, depth + 1) for v in _dataset_inputs(op, args)}
+    return sizes.pop() if len(sizes) == 1 else -1
+
+
+async def _compute_batch_size(ctx, ds):
+    return np.array(_batch_size(dso._ds(ds)), np.int64)
+
+
+register_op(
+    "ComputeBatchSize",
+    inputs=[_IN],
+    outputs=["batch_size: int64"],
+    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+).kernel("CPU")(_compute_batch_size)
+NotDifferentiable("ComputeBatchSize")
+
+
+async def _get_options(ctx, ds):
+    # The OptionsDatasets' options, the upstream ones first: serialized messages
+    # concatenated are their merge (the later ones' fields win), as TF merges them.
+    parts = [
+        op.get_attr("serialized_options")
+        for op, _ in _upstream(dso._ds(ds))
+        if op.type == "OptionsDataset"
+    ]
+    out = b"".join(p if isinstance(p, bytes) else p.encode() for p in reversed(parts))
+    return np.array(out, dtype=object)
+
+
+register_op(
+    "GetOptions",
+    inputs=[_IN],
+    outputs=["serialized_options: string"],
+    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+).kernel("CPU")(_get_options)
+NotDifferentiable("GetOptions")
+
+
+async def _rewrite(ctx, ds, rewrite_name):
+    # TF's rewrites (grappler's tf.data optimizations) keep the elements; none runs here.
+    return ds
+
+
+dso._register("RewriteDataset", [_IN, "rewrite_name: string"], None, _rewrite)
+
+
+# -- ops TF 2.21 runs only elsewhere ----------------------------------------------------------
+
+
+def _no_kernel(ctx, *args):
+    """TF 2.21 registers no CPU kernel for this op: its error at run time."""
+    raise _bad(
+        f"No OpKernel was registered to support Op '{ctx.op.type}' used by "
+        f"{{{{node {ctx.op.name}}}}} with these attrs: []\nRegistered devices: [CPU]\n"
+        "Registered kernels:\n  <no registered kernels>\n"
+    )
+
+
+register_op(
+    "GlobalIterId",
+    outputs=["iter_id: int64"],
+    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+    stateful=True,
+).kernel("CPU")(_no_kernel)
+NotDifferentiable("GlobalIterId")
+
+
+async def _window(ctx, *inputs):
+    n = len(ctx.attrs["output_types"])
+    if n == 0 or len(inputs) % n:
+        raise _bad(f"WindowOp: {len(inputs)} inputs do not make elements of {n} components")
+    elems = [tuple(inputs[i : i + n]) for i in range(0, len(inputs), n)]
+    return dso._handle(dsm.Elements(elems))
+
+
+dso._register("WindowOp", ["inputs: Tinputs"], {"Tinputs": dso._LIST}, _window)
