@@ -19,6 +19,7 @@ import re
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
+from asyncflow.ops import dataset_graph  # noqa: F401 - DatasetToGraph and back
 from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
@@ -326,3 +327,91 @@ async def _window(ctx, *inputs):
 
 
 dso._register("WindowOp", ["inputs: Tinputs"], {"Tinputs": dso._LIST}, _window)
+
+
+# -- weighted flat map --------------------------------------------------------------------------
+
+
+class WeightedFlatMap(pl.DatasetValue):
+    """The inputs' first elements in turn, input i giving floor(n * w_i) of them, where
+    w are the weights over their sum and n is TF 2.21's total: the smallest input's
+    cardinality over the largest share (not each input's over its own share: inputs of
+    4 and 6 elements weighted 1:3 give 1 and 4 elements, as TF's do)."""
+
+    def __init__(self, inputs: list, weights: list[float]):
+        for i, w in enumerate(weights):
+            if not w > 0.0:
+                raise _bad(
+                    f"`weights` must be greater than 0.0. Input {i} has a weight of {w:g}"
+                )
+        cards = [v.cardinality() for v in inputs]
+        for i, c in enumerate(cards):
+            if c < 0:
+                what = "UNKNOWN" if c == -2 else "INFINITE"
+                raise _bad(
+                    f"Cardinalities of the inputs must be known. Input {i} has {what} "
+                    "cardinality."
+                )
+        total = sum(weights)
+        shares = [w / total for w in weights]
+        n = min(cards) / max(shares)
+        self.inputs = inputs
+        self.counts = [int(np.floor(n * s + 1e-9)) for s in shares]
+
+    def cardinality(self):
+        return sum(self.counts)
+
+    async def iterate(self, env):
+        for value, count in zip(self.inputs, self.counts):
+            if count <= 0:
+                continue
+            k = 0
+            async for elem in _closing(value.iterate(env)):
+                yield elem
+                k += 1
+                if k >= count:
+                    break
+
+
+async def _weighted_flat_map(ctx, *rest):
+    n = ctx.attrs["N"]
+    datasets, weights = rest[:n], rest[n:]
+    return dso._handle(
+        WeightedFlatMap([dso._ds(d) for d in datasets], [float(w) for w in weights])
+    )
+
+
+dso._register(
+    "WeightedFlatMapDataset",
+    ["input_datasets: N * string", "weights: M * float64"],
+    {"N": 2, "M": 2, "metadata": ""},
+    _weighted_flat_map,
+)
+
+
+# -- DistributedSave: a save through a tf.data service dispatcher ---------------------------------
+
+
+async def _distributed_save(ctx, ds, directory, address):
+    dso._ds(ds)
+    where = dso._str(address)
+    if not where:
+        raise _bad("address must be nonempty")
+    # TF hands the dataset to the dispatcher at `address` and retries until one answers;
+    # asyncflow has no tf.data service, so no dispatcher can take it: an error at once.
+    raise errors.UnavailableError(
+        None,
+        None,
+        f"Failed to submit the snapshot of {dso._str(directory)!r} to the tf.data service "
+        f"dispatcher at {where}: asyncflow runs no tf.data service",
+    )
+
+
+register_op(
+    "DistributedSave",
+    inputs=["dataset: string", "directory: string", "address: string"],
+    attrs={"metadata": ""},
+    shape_fn=lambda op: [],
+    stateful=True,
+).kernel("CPU")(_distributed_save)
+NotDifferentiable("DistributedSave")
