@@ -18,8 +18,13 @@ import re
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
-from asyncflow.ops import dataset_graph  # noqa: F401 - DatasetToGraph and back
+from asyncflow import errors, tensor_shape
+from asyncflow.graph_io import node_def
+from asyncflow.ops import (
+    dataset_graph,  # noqa: F401 - DatasetToGraph and back
+    dataset_raw,
+    summary_writer_ops,
+)
 from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
@@ -94,8 +99,18 @@ def _downstream(op) -> list[str]:
     seen = set()
     while op.name not in seen and len(names) < 10_000:
         seen.add(op.name)
-        consumers = [c for c in op.outputs[0].consumers() if c.inputs and c.inputs[0] is op.outputs[0]]
-        nxt = next((c for c in consumers if c.type.endswith("Dataset") or c.type == "Identity"), None)
+        out = op.outputs[0].name
+        nxt = next(
+            (
+                c
+                for c in op.outputs[0].consumers()
+                if c.inputs
+                and c.inputs[0].name == out
+                and ("Dataset" in c.type or c.type == "Identity")
+                and c.outputs
+            ),
+            None,
+        )
         if nxt is None:
             break
         if nxt.type not in _PASS_THROUGH:
@@ -156,7 +171,7 @@ async def _assert_prev(ctx, ds, transformations):
             raise _bad(f"{head}Couldn't parse transformation '{text}'.")
         if i >= len(chain):
             raise _bad(
-                f"{head}Asserted previous {len(want)} transformations but encountered only "
+                f"Asserted previous {len(want)} transformations but encountered only "
                 f"{len(chain)}."
             )
         op = chain[i]
@@ -165,32 +180,24 @@ async def _assert_prev(ctx, ds, transformations):
                 f"{head}Asserted transformation matching '{proto.name}', but found "
                 f"'{op.type}'."
             )
+        have = node_def(op).attr
         for key in sorted(proto.attr):
+            shown = (
+                f"{head}Asserted attribute '{key}' having a value of "
+                f"'{_shown(proto.attr[key])}'"
+            )
+            if key not in have:
+                raise _bad(f"{shown}, but found no such attribute defined.")
             if not _attr_equal(op, key, proto.attr[key]):
-                raise _bad(
-                    f"{head}Asserted attribute '{key}' having a value of "
-                    f"'{_shown(proto.attr[key])}', but found value of "
-                    f"'{_shown_attr(op, key)}'."
-                )
+                raise _bad(f"{shown}, but found value of '{_shown(have[key])}'.")
     return ds
 
 
 def _shown(attr) -> str:
-    kind = attr.WhichOneof("value")
-    v = getattr(attr, kind) if kind else ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return v.decode() if isinstance(v, bytes) else str(v)
+    """An AttrValue as TF's message shows it (its debug string, marked as TF marks it)."""
+    from google.protobuf import text_format
 
-
-def _shown_attr(op, key: str) -> str:
-    try:
-        v = op.get_attr(key)
-    except (ValueError, KeyError):
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return v.decode() if isinstance(v, bytes) else str(v)
+    return "goo.gle/debugstr   \n" + text_format.MessageToString(attr)
 
 
 for _name, _kernel in (
@@ -271,12 +278,15 @@ NotDifferentiable("ComputeBatchSize")
 async def _get_options(ctx, ds):
     # The OptionsDatasets' options, the upstream ones first: serialized messages
     # concatenated are their merge (the later ones' fields win), as TF merges them.
-    parts = [
-        op.get_attr("serialized_options")
-        for op, _ in _upstream(dso._ds(ds))
-        if op.type == "OptionsDataset"
-    ]
-    out = b"".join(p if isinstance(p, bytes) else p.encode() for p in reversed(parts))
+    parts = []
+    value = dso._ds(ds)
+    while value is not None and len(parts) < 10_000:
+        if isinstance(value, dataset_raw.WithOptions):
+            parts.append(value.serialized)
+        built = dso.built_by(value)
+        ins = _dataset_inputs(*built) if built is not None else []
+        value = ins[0] if ins else None
+    out = b"".join(reversed(parts))
     return np.array(out, dtype=object)
 
 
@@ -415,3 +425,53 @@ register_op(
     stateful=True,
 ).kernel("CPU")(_distributed_save)
 NotDifferentiable("DistributedSave")
+
+
+# -- iterator models, stats aggregators' summary writers ---------------------------------------
+
+
+async def _model_proto(ctx, iterator):
+    it = dso._unwrap(iterator, dso.IteratorResource, "iterator")
+    if it.stream is None:
+        raise errors.FailedPreconditionError(
+            None,
+            None,
+            "GetModelProto() failed because the iterator has not been initialized. Ensure "
+            "that you have run the initializer operation for this iterator before getting "
+            "the next element.",
+        )
+    # TF's model is its autotuner's (timings of each stage); asyncflow tunes nothing.
+    raise errors.UnimplementedError(
+        None, None, "GetModelProto(): asyncflow's iterators keep no autotuning model"
+    )
+
+
+register_op(
+    "IteratorGetModelProto",
+    inputs=["iterator: string"],
+    outputs=["model_proto: string"],
+    shape_fn=lambda op: [tensor_shape.TensorShape([])],
+    stateful=True,
+).kernel("CPU")(_model_proto)
+NotDifferentiable("IteratorGetModelProto")
+
+
+async def _set_summary_writer(ctx, aggregator, summary):
+    v = aggregator
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v[()]
+    if not isinstance(v, dataset_raw.StatsAggregator):
+        raise _bad(
+            "Trying to access a handle's resource using the wrong type: the handle does not "
+            "point to a tensorflow::data::StatsAggregatorResource"
+        )
+    v.writer = summary_writer_ops._name_of(summary).writer(with_resource=False)
+
+
+register_op(
+    "StatsAggregatorSetSummaryWriter",
+    inputs=["stats_aggregator: resource", "summary: resource"],
+    shape_fn=lambda op: [],
+    stateful=True,
+).kernel("CPU")(_set_summary_writer)
+NotDifferentiable("StatsAggregatorSetSummaryWriter")
