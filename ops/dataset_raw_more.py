@@ -310,7 +310,7 @@ dso._register("RewriteDataset", [_IN, "rewrite_name: string"], None, _rewrite)
 # -- ops TF 2.21 runs only elsewhere ----------------------------------------------------------
 
 
-def _no_kernel(ctx, *args):
+async def _no_kernel(ctx, *args):
     """TF 2.21 registers no CPU kernel for this op: its error at run time."""
     raise _bad(
         f"No OpKernel was registered to support Op '{ctx.op.type}' used by "
