@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from asyncflow import errors, tensor_shape
+from asyncflow import dtypes, errors, tensor_shape
 from asyncflow.graph_io import node_def
 from asyncflow.ops import (
     dataset_graph,  # noqa: F401 - DatasetToGraph and back
@@ -475,3 +475,83 @@ register_op(
     stateful=True,
 ).kernel("CPU")(_set_summary_writer)
 NotDifferentiable("StatsAggregatorSetSummaryWriter")
+
+
+# -- index flat map ------------------------------------------------------------------------------
+
+
+def _tensor_text(a: np.ndarray) -> str:
+    """TF's Tensor::DebugString of a small tensor."""
+    values = " ".join(str(v) for v in np.ravel(a)[:3].tolist())
+    if a.size > 3:
+        values += "..."
+    shape = ",".join(str(d) for d in a.shape)
+    return f"Tensor<type: {dtypes.as_dtype(a.dtype).name} shape: [{shape}] values: {values}>"
+
+
+class IndexFlatMap(pl.DatasetValue):
+    """The rows of `map_fn(element)` for the input's elements in turn, as
+    `index_map_fn(i)` places output i: (which element, its row).  A new element index
+    takes the input's next element; a row outside that element's rows is TF's error."""
+
+    def __init__(self, input_value, map_fn, index_map_fn):
+        self.input, self.map_fn, self.index_map_fn = input_value, map_fn, index_map_fn
+
+    async def iterate(self, env):
+        source = self.input.iterate(env)
+        try:
+            current, rows = None, None
+            i = 0
+            while True:
+                index, offset = (
+                    int(np.asarray(v)) for v in await self.index_map_fn(env, (np.int64(i),))
+                )
+                if rows is None or index != current:
+                    try:
+                        elem = await source.__anext__()
+                    except StopAsyncIteration:
+                        return
+                    rows = [np.asarray(c) for c in await self.map_fn(env, elem)]
+                    current = index
+                n = rows[0].shape[0] if rows and rows[0].ndim else 0
+                if not 0 <= offset < n:
+                    raise _bad(
+                        f"`index_flat_map` got invalid `index_map_func` which returns offset "
+                        f"{offset}, but the input element has {n} elements: "
+                        f"{_tensor_text(rows[0])}"
+                    )
+                yield tuple(np.array(c[offset]) for c in rows)
+                i += 1
+        finally:
+            await source.aclose()
+
+
+async def _index_flat_map(ctx, ds, *rest):
+    n = len(ctx.attrs["Tmap_func_args"])
+    map_args, index_args = rest[:n], rest[n:-1]
+    return dso._handle(
+        IndexFlatMap(
+            dso._ds(ds),
+            dsm._fn(ctx, "map", map_args),
+            dsm._fn(ctx, "index_map", index_args),
+        )
+    )
+
+
+dso._register(
+    "IndexFlatMapDataset",
+    [
+        _IN,
+        "map_func_other_args: Tmap_func_args",
+        "index_map_func_other_args: Tindex_map_func_args",
+        "output_cardinality: int64",
+    ],
+    {
+        **dsm._fn_attrs("map"),
+        **dsm._fn_attrs("index_map"),
+        "Tmap_func_args": dso._LIST,
+        "Tindex_map_func_args": dso._LIST,
+        "metadata": "",
+    },
+    _index_flat_map,
+)
