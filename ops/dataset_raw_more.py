@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import dtypes, errors, proto_wire, tensor_shape
 from asyncflow.graph_io import node_def
 from asyncflow.ops import (
     dataset_graph,  # noqa: F401 - DatasetToGraph and back
@@ -275,9 +275,83 @@ register_op(
 NotDifferentiable("ComputeBatchSize")
 
 
+def _fields(data: bytes) -> list | None:
+    """A message's fields as (number, wire type, value), or None if `data` is not one."""
+    out, i, n = [], 0, len(data)
+
+    def varint():
+        nonlocal i
+        v = shift = 0
+        while True:
+            if i >= n or shift > 63:
+                raise ValueError
+            b = data[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return v
+
+    try:
+        while i < n:
+            key = varint()
+            field, wire = key >> 3, key & 7
+            if field == 0:
+                return None
+            if wire == 0:
+                value = varint()
+            elif wire == 2:
+                size = varint()
+                if i + size > n:
+                    return None
+                value, i = data[i : i + size], i + size
+            elif wire in (1, 5):
+                size = 8 if wire == 1 else 4
+                if i + size > n:
+                    return None
+                value, i = data[i : i + size], i + size
+            else:
+                return None
+            out.append((field, wire, value))
+    except ValueError:
+        return None
+    return out
+
+
+def _merge(messages: list[bytes], depth: int = 0) -> bytes:
+    """Serialized messages merged as protobuf's MergeFrom merges them (a later scalar
+    wins, sub-messages merge), written in field order as protobuf serializes: TF's
+    merged Options without TF's schema (a length-delimited field that parses as a
+    message is taken for one)."""
+    merged: dict[int, tuple] = {}
+    for data in messages:
+        for field, wire, value in _fields(data) or []:
+            prev = merged.get(field)
+            if (
+                wire == 2
+                and prev is not None
+                and prev[0] == 2
+                and depth < 32
+                and _fields(prev[1]) is not None
+                and _fields(value) is not None
+            ):
+                value = _merge([prev[1], value], depth + 1)
+            merged[field] = (wire, value)
+    out = bytearray()
+    for field in sorted(merged):
+        wire, value = merged[field]
+        out += proto_wire.varint(field << 3 | wire)
+        if wire == 0:
+            out += proto_wire.varint(value)
+        elif wire == 2:
+            out += proto_wire.varint(len(value)) + value
+        else:
+            out += value
+    return bytes(out)
+
+
 async def _get_options(ctx, ds):
-    # The OptionsDatasets' options, the upstream ones first: serialized messages
-    # concatenated are their merge (the later ones' fields win), as TF merges them.
+    # The OptionsDatasets' options merged, the upstream ones first, as TF merges them.
     parts = []
     value = dso._ds(ds)
     while value is not None and len(parts) < 10_000:
@@ -286,7 +360,7 @@ async def _get_options(ctx, ds):
         built = dso.built_by(value)
         ins = _dataset_inputs(*built) if built is not None else []
         value = ins[0] if ins else None
-    out = b"".join(reversed(parts))
+    out = _merge(list(reversed(parts))) if parts else b""
     return np.array(out, dtype=object)
 
 
