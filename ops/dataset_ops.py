@@ -101,15 +101,8 @@ def _recording(kernel):
                 v.__dict__["_built_by"] = (ctx.op, args)
         return out
 
-    if asyncio.iscoroutinefunction(kernel):
-
-        async def recorded(ctx, *args):
-            return note(ctx, args, await kernel(ctx, *args))
-
-    else:
-
-        def recorded(ctx, *args):
-            return note(ctx, args, kernel(ctx, *args))
+    async def recorded(ctx, *args):
+        return note(ctx, args, await kernel(ctx, *args))
 
     recorded.__name__ = recorded.__qualname__ = getattr(kernel, "__name__", "kernel")
     return recorded

@@ -1,15 +1,18 @@
 """The last of tf.data's raw ops (ops/dataset_raw.py has the note): the ops that read a
 pipeline's structure (`AssertNextDataset`, `AssertPrevDataset`, `ComputeBatchSize`,
-`GetOptions`), a pipeline as TF's GraphDef and back (`DatasetToGraph`,
-`DatasetToGraphV2`, `DatasetFromGraph`, ops/dataset_graph.py), weighted flat maps, and
-the ops TF 2.21 only runs with parts this runtime has not (its grappler rewrites, a
-data service, GPU-only kernels), which give TF's results or TF's errors on CPU.
+`GetOptions`), weighted and index flat maps, `WindowOp`, `RewriteDataset`, and the ops
+TF 2.21 only runs with parts this runtime has not (its grappler rewrites, a data
+service, an autotuning model, GPU-only kernels), which give TF's results or TF's errors
+on CPU.  A pipeline as TF's GraphDef and back is ops/dataset_graph.py.
 
 A pipeline's structure is read from the ops that made its values
 (`dataset_ops.built_by`: each dataset value knows its op and the inputs that run gave
-it), so fed batch sizes count as TF's constants do.  TF reads the structure after its
-rewrites (`map` becomes `ParallelMapV2` under the default options); this runtime has
-none, so the names checked are those of the ops in the graph.
+it), so fed batch sizes count as TF's constants do; what follows a stage (AssertNext)
+from its op's consumers in the graph.  TF reads the structure after its rewrites (`map`
+becomes `ParallelMapV2` under TF2's default options, a `Prefetch` ends a TF2 pipeline,
+`batch` gets `parallel_copy`); this runtime has none, so the names and attrs checked
+are those of the ops in the graph, as TF1's options leave them for the pipelines
+recorded (tests/test_data_raw_ops_s28.py).
 """
 
 from __future__ import annotations
