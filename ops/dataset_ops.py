@@ -78,8 +78,34 @@ def _register(name, inputs, attrs=None, kernel=None):
         stateful=True,  # no folding or CSE: a dataset value carries per-pass state
     )
     NotDifferentiable(name)
-    op_def.kernel("CPU")(kernel)
+    op_def.kernel("CPU")(_recording(kernel))
     return op_def
+
+
+def built_by(value: pl.DatasetValue):
+    """The (op, input values) whose kernel made `value` first, or None (a value a
+    dataset op passes on keeps its maker's).  DatasetToGraph and the ops that read a
+    pipeline's structure (ops/dataset_raw_more.py) walk these: the inputs as that run
+    fed them, where the graph has placeholders."""
+    return value.__dict__.get("_built_by")
+
+
+def _recording(kernel):
+    """`kernel`, noting on each dataset value it returns the op and the inputs."""
+
+    def note(ctx, args, out):
+        v = out[()] if isinstance(out, np.ndarray) and out.shape == () else None
+        if isinstance(v, pl.DatasetValue):
+            prev = v.__dict__.get("_built_by")
+            if prev is None or prev[0] is ctx.op:  # (a pass-through op keeps its input's)
+                v.__dict__["_built_by"] = (ctx.op, args)
+        return out
+
+    async def recorded(ctx, *args):
+        return note(ctx, args, await kernel(ctx, *args))
+
+    recorded.__name__ = recorded.__qualname__ = getattr(kernel, "__name__", "kernel")
+    return recorded
 
 
 def _function(ctx, captured) -> pl.Function:

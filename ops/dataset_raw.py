@@ -358,7 +358,6 @@ _PASS_THROUGH = {
         {"optimization_configs": []},
     ),
     "ModelDataset": ([], {"algorithm": 0, "cpu_budget": 0, "ram_budget": 0}),
-    "OptionsDataset": ([], {"serialized_options": "", **_META}),
     "FinalizeDataset": ([], {"has_captured_ref": False}),
     "MaxIntraOpParallelismDataset": (["max_intra_op_parallelism: int64"], {}),
     "NonSerializableDataset": ([], {}),
@@ -370,6 +369,36 @@ for _name, (_inputs, _attrs) in _PASS_THROUGH.items():
         dso._register(_name, ["input_datasets: N * string"], _attrs, _same)
     else:
         dso._register(_name, [_IN, *_inputs], _attrs, _same)
+
+
+class WithOptions(pl.DatasetValue):
+    """The input's elements, with TF's serialized options for the pipeline (which
+    GetOptions reads; the runtime has nothing to tune by them)."""
+
+    def __init__(self, input_value, serialized: bytes):
+        self.input, self.serialized = input_value, serialized
+
+    @property
+    def bare_bytes(self):
+        return self.input.bare_bytes
+
+    def cardinality(self):
+        return self.input.cardinality()
+
+    def iterate(self, env):
+        return self.input.iterate(env)
+
+    def chunks(self, env):
+        return self.input.chunks(env)
+
+
+async def _options(ctx, ds):
+    opts = ctx.attrs["serialized_options"]
+    opts = opts if isinstance(opts, bytes) else opts.encode()
+    return dso._handle(WithOptions(dso._ds(ds), opts))
+
+
+dso._register("OptionsDataset", [_IN], {"serialized_options": "", **_META}, _options)
 dso._register("PrivateThreadPoolDataset", [_IN, "num_threads: int64"], None, _private_thread_pool)
 dso._register("SleepDataset", [_IN, "sleep_microseconds: int64"], None, _sleep)
 
@@ -394,6 +423,7 @@ class StatsAggregator:
     def __init__(self, summarizes: bool = True):
         self.summarizes = summarizes
         self.histograms: dict[str, list] = {}
+        self.writer = None  # a summary writer (StatsAggregatorSetSummaryWriter)
 
     def add(self, tag: str, value: float) -> None:
         h = self.histograms.get(tag)
@@ -404,14 +434,25 @@ class StatsAggregator:
         h[3] += value
         h[4] += value * value
         h[5] = h[5] + summary_ops.bucket_counts(np.array([value], np.float64))
+        if self.writer is not None:  # (each value as a histogram event, its count the step)
+            self.writer.write_summary(self._summary({tag: self._one(value)}), h[2])
+
+    @staticmethod
+    def _one(value: float) -> list:
+        counts = summary_ops.bucket_counts(np.array([value], np.float64))
+        return [value, value, 1, value, value * value, counts]
 
     def summary(self) -> bytes:
         """The serialized Summary of every histogram, tags in order (TF's map)."""
-        out = Summary()
         if not self.summarizes:
             return b""
-        for tag in sorted(self.histograms):
-            lo, hi, n, total, squares, counts = self.histograms[tag]
+        return self._summary(self.histograms).SerializeToString()
+
+    @staticmethod
+    def _summary(histograms: dict) -> Summary:
+        out = Summary()
+        for tag in sorted(histograms):
+            lo, hi, n, total, squares, counts = histograms[tag]
             filled = counts != 0
             keep = filled.copy()  # TF's EncodeToProto(h, false): runs of empty buckets
             keep[:-1] |= filled[1:]  # collapse into the one before a filled bucket
@@ -421,7 +462,7 @@ class StatsAggregator:
             histo.bucket_limit.extend(summary_ops._LIMITS[index].tolist())
             histo.bucket.extend(counts[index].astype(np.float64).tolist())
             out.value.add(tag=tag, histo=histo)
-        return out.SerializeToString()
+        return out
 
 
 # The aggregator (and its tag) of the SetStatsAggregatorDataset whose pass is asking

@@ -19,7 +19,7 @@ from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
 from asyncflow.ops import dataset_raw_iterators as dri
 from asyncflow.ops import index_shuffle_ops, parsing_ops, philox_random
-from asyncflow.ops.dataset_raw import SparseSlices
+from asyncflow.ops.dataset_raw import SparseSlices, WithOptions
 from asyncflow.registry import NotDifferentiable, TypeConstraint, get_op_def, register_op
 
 __all__: list[str] = []
@@ -50,6 +50,7 @@ _RANDOM_ACCESS = (
     pl.Prefetch,
     dsm.Elements,
     SparseSlices,
+    WithOptions,
 )
 
 

@@ -355,3 +355,74 @@ dso._register(
     },
     _snapshot,
 )
+
+
+# -- SaveDatasetV2: a save as a dataset; SnapshotDatasetReader: one shard from an index ---------
+
+
+class Save(pl.DatasetValue):
+    """The input's elements, each written as it passes (SaveDataset's files); a pass
+    that reaches the end finalizes the save with its count (TF's SaveDatasetV2)."""
+
+    def __init__(self, input_value, path: str, compression: str, types, shard_fn):
+        self.input, self.path, self.compression = input_value, path, compression
+        self.types, self.shard_fn = types, shard_fn
+
+    def cardinality(self):
+        return self.input.cardinality()
+
+    async def iterate(self, env):
+        writer = _Writer(self.path, self.compression, self.types, self.shard_fn)
+        await writer.start()
+        async for elem in _closing(self.input.iterate(env)):
+            await writer.add(env, elem)
+            yield elem
+        await writer.finish(writer.count)
+
+
+async def _save_v2(ctx, ds, path, *captured):
+    a = ctx.attrs
+    shard_fn = _fn(ctx, "shard", captured) if a["use_shard_func"] else None
+    comp = _auto(dso._str(a["compression"]))
+    return dso._handle(Save(dso._ds(ds), dso._str(path), comp, list(a["output_types"]), shard_fn))
+
+
+dso._register(
+    "SaveDatasetV2",
+    ["input_dataset: string", "path: string", "shard_func_other_args: Tshard_func_args"],
+    {"compression": "", "use_shard_func": True, "Tshard_func_args": _LIST, **_fn_attrs("shard")},
+    _save_v2,
+)
+
+
+class ShardFrom(pl.DatasetValue):
+    """One shard directory's elements from index `start` on."""
+
+    def __init__(self, reader: ShardReader, start: int):
+        self.reader, self.start = reader, start
+
+    async def iterate(self, env):
+        k = 0
+        async for elem in _closing(self.reader.iterate(env)):
+            if k >= self.start:
+                yield elem
+            k += 1
+
+
+async def _snapshot_reader(ctx, shard_dir, start_index):
+    a = ctx.attrs
+    if a["version"] != 2:
+        raise _bad(f"Snapshot version {a['version']} is not supported; the version is 2.")
+    start = int(start_index)
+    if start < 0:
+        raise _bad(f"start_index must be non-negative, got {start}")
+    reader = ShardReader(dso._str(shard_dir), _auto(a["compression"]), list(a["output_types"]))
+    return dso._handle(ShardFrom(reader, start))
+
+
+dso._register(
+    "SnapshotDatasetReader",
+    ["shard_dir: string", "start_index: int64"],
+    {"compression": "", "version": 2},
+    _snapshot_reader,
+)

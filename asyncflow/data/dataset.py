@@ -39,6 +39,7 @@ from asyncflow.ops import (
     dataset_more,
     dataset_ops,
     dataset_raw_extra,  # noqa: F401 - registers the other versions of ops
+    dataset_raw_more,  # noqa: F401 - registers the other versions of ops
     math_ops,
     partition_ops,
 )

@@ -37,6 +37,7 @@ from asyncflow.data.options import (
 )
 
 __all__ = [
+    "distributed_save",
     "AUTOTUNE",
     "AutoShardPolicy",
     "AutotuneAlgorithm",
@@ -106,6 +107,22 @@ OptionalStructure = OptionalSpec  # TF1's name for tf.OptionalSpec
 def save(dataset, path, compression=None, shard_func=None, checkpoint_args=None):
     """`tf.data.experimental.save`: `dataset.save(...)` (the SaveDataset op)."""
     return dataset.save(path, compression, shard_func, checkpoint_args)
+
+
+def distributed_save(dataset, path, data_service_address, compression="AUTO"):
+    """`tf.data.experimental.distributed_save`: the DistributedSave op, which hands the
+    dataset to the tf.data service dispatcher at `data_service_address` (asyncflow runs
+    none: the op's run is an UnavailableError; TF's waits for a dispatcher)."""
+    if not isinstance(data_service_address, str):
+        raise ValueError(
+            "`data_service_address` must be a string, but is a "
+            f"{type(data_service_address)} ({data_service_address}"
+        )
+    if not data_service_address:
+        raise ValueError("`data_service_address` must not be empty")
+    inputs = [dataset._variant, ops.convert_to_tensor(path, dtypes.string),
+              ops.convert_to_tensor(data_service_address, dtypes.string)]  # fmt: skip
+    return ops.apply_op("DistributedSave", inputs, {}, name="DistributedSave")
 
 
 def load(path, element_spec=None, compression=None, reader_func=None):

@@ -1,0 +1,243 @@
+"""A tf.data pipeline as TF's GraphDef and back: `DatasetToGraph`, `DatasetToGraphV2`,
+`DatasetFromGraph` and `DatasetFingerprint`, as TF 2.21 writes and reads them.
+
+TF's form (recorded from TF 2.21, tests/test_data_raw_ops_s28.py): the dataset ops that
+made the value, sources first, each named `<op type>/_<k>`; each input that is not a
+dataset is a `Const/_<k>` holding the value the op was given (a fed value as fed), `k`
+counting nodes in the order written (each op after its inputs, in input order); the
+functions the ops name in the GraphDef's library; a `_Retval` node `dataset` taking the
+last op.  asyncflow's GraphDef export writes the ops and functions in TF's form
+(asyncflow/dataset_functions.py), and the values come from the ops' runs
+(`dataset_ops.built_by`), so TF's DatasetFromGraph reads what this writes.
+
+`DatasetFromGraph` imports such a GraphDef (TF's or asyncflow's) into a graph of its
+own and runs the `_Retval`'s input there, in a session of that graph which then runs
+the pipeline's functions: its elements are those of the pipeline the GraphDef holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from asyncflow import errors, tensor_shape
+from asyncflow import graph as ops
+from asyncflow.graph_io import graph_to_graph_def, import_graph_def, tensor_proto
+from asyncflow.ops import dataset_more as dsm
+from asyncflow.ops import dataset_ops as dso
+from asyncflow.ops import dataset_pipeline as pl
+from asyncflow.protos.graph_pb2 import GraphDef
+from asyncflow.registry import NotDifferentiable, register_op
+
+__all__ = ["dataset_graph_def"]
+
+_VARIANT = 21
+_MAX_NODES = 100_000
+
+
+def _dataset_of(arg):
+    if isinstance(arg, np.ndarray) and arg.shape == () and arg.dtype == object:
+        v = arg[()]
+        if isinstance(v, pl.DatasetValue):
+            return v
+    return None
+
+
+def _graph_def(ctx) -> GraphDef:
+    """The op's graph in TF's form, once per size of the graph."""
+    g = ctx.op.graph
+    n = len(g.get_operations())
+    st = ctx.kernel_state
+    if st.get("ops") != n:
+        st["gd"], st["ops"] = graph_to_graph_def(g), n
+    return st["gd"]
+
+
+def _functions_used(nodes, library) -> list:
+    """The library's functions `nodes` name, and the ones those name, in library order."""
+    by_name = {f.signature.name: f for f in library.function}
+    want: set[str] = set()
+
+    def scan(node_defs):
+        for nd in node_defs:
+            for a in nd.attr.values():
+                names = [a.func.name] if a.HasField("func") else []
+                if a.HasField("list"):
+                    names += [f.name for f in a.list.func]
+                for name in names:
+                    if name in by_name and name not in want:
+                        want.add(name)
+                        scan(by_name[name].node_def)
+
+    scan(nodes)
+    return [f for f in library.function if f.signature.name in want]
+
+
+def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> GraphDef:
+    """`value`'s pipeline as TF's DatasetToGraph writes it."""
+    full = _graph_def(ctx)
+    by_name = {nd.name: nd for nd in full.node}
+    out = GraphDef()
+    written: dict[int, str] = {}
+
+    def write(v) -> str:
+        if id(v) in written:
+            return written[id(v)]
+        built = dso.built_by(v)
+        if built is None or built[0].name not in by_name:
+            raise errors.UnimplementedError(
+                None, None, f"Cannot serialize dataset {type(v).__name__}: no op made it"
+            )
+        op, args = built
+        inputs = []
+        for t, a in zip(op.inputs, args):
+            inner = _dataset_of(a)
+            if inner is not None:
+                inputs.append(write(inner))
+                continue
+            c = out.node.add(name=f"Const/_{len(out.node)}", op="Const")
+            arr = np.asarray(a)
+            c.attr["dtype"].type = t.dtype.base_dtype.as_datatype_enum
+            tensor_proto(arr, c.attr["value"].tensor)
+            c.attr["value"].tensor.dtype = t.dtype.base_dtype.as_datatype_enum
+            inputs.append(c.name)
+        if len(out.node) > _MAX_NODES:
+            raise errors.ResourceExhaustedError(None, None, "The dataset's graph is too big")
+        nd = out.node.add()
+        nd.CopyFrom(by_name[op.name])
+        nd.name = f"{op.type}/_{len(out.node) - 1}"
+        del nd.input[:]
+        nd.input.extend(inputs)
+        if strip_devices:
+            nd.device = ""
+        written[id(v)] = nd.name
+        return nd.name
+
+    last = write(value)
+    ret = out.node.add(name="dataset", op="_Retval", input=[last])
+    ret.attr["index"].i = 0
+    ret.attr["T"].type = _VARIANT
+    out.library.function.extend(_functions_used(out.node, full.library))
+    out.versions.CopyFrom(full.versions)
+    return out
+
+
+async def _to_graph(ctx, ds):
+    strip = bool(ctx.attrs.get("strip_device_assignment", False))
+    gd = dataset_graph_def(ctx, dso._ds(ds), strip)
+    return np.array(gd.SerializeToString(), dtype=object)
+
+
+def _scalar(op):
+    return [tensor_shape.TensorShape([])]
+
+
+_TO_GRAPH = {
+    "DatasetToGraph": {"stateful_whitelist": [], "allow_stateful": False},
+    "DatasetToGraphV2": {"external_state_policy": 0},
+}
+for _name, _attrs in _TO_GRAPH.items():
+    register_op(
+        _name,
+        inputs=["input_dataset: string"],
+        outputs=["graph: string"],
+        attrs={**_attrs, "strip_device_assignment": False},
+        shape_fn=_scalar,
+        stateful=True,  # (the value's ops and inputs, not the handle's bytes, decide)
+    ).kernel("CPU")(_to_graph)
+    NotDifferentiable(_name)
+
+
+# -- fingerprint -------------------------------------------------------------------------------
+
+
+async def _fingerprint(ctx, ds):
+    # A hash of the pipeline's GraphDef without node names: equal pipelines with equal
+    # inputs have equal fingerprints (TF hashes its graph likewise; its numbers differ).
+    gd = dataset_graph_def(ctx, dso._ds(ds), True)
+    for nd in gd.node:
+        nd.attr.pop("metadata", None)
+    digest = hashlib.sha256(gd.SerializeToString(deterministic=True)).digest()
+    return np.array(int.from_bytes(digest[:8], "little"), np.uint64)
+
+
+register_op(
+    "DatasetFingerprint",
+    inputs=["input_dataset: string"],
+    outputs=["fingerprint: uint64"],
+    shape_fn=_scalar,
+    stateful=True,
+).kernel("CPU")(_fingerprint)
+NotDifferentiable("DatasetFingerprint")
+
+
+# -- from a GraphDef ---------------------------------------------------------------------------
+
+
+class FromGraph(pl.DatasetValue):
+    """The elements of a pipeline imported into a graph of its own, run by its session."""
+
+    def __init__(self, value: pl.DatasetValue, session):
+        self.value, self.session = value, session
+
+    def cardinality(self):
+        return self.value.cardinality()
+
+    async def iterate(self, env):
+        async for elem in _closing(self.value.iterate(pl.Env(self.session))):
+            yield elem
+
+    def __del__(self):
+        try:
+            self.session.close()
+        except Exception:  # noqa: BLE001 - (at interpreter exit the session may be gone)
+            pass
+
+
+_closing = dsm._closing
+
+
+async def _from_graph(ctx, graph_def):
+    data = graph_def[()] if isinstance(graph_def, np.ndarray) else graph_def
+    gd = GraphDef()
+    try:
+        gd.ParseFromString(data if isinstance(data, bytes) else str(data).encode())
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError
+        raise errors.InvalidArgumentError(
+            None, None, "Could not parse GraphDef"
+        ) from None
+    rets = [nd for nd in gd.node if nd.op == "_Retval"]
+    if len(rets) != 1 or len(rets[0].input) != 1:
+        raise errors.InvalidArgumentError(
+            None, None, "Failed to find output node of the dataset graph (a _Retval node)"
+        )
+    output = rets[0].input[0]
+    keep = [nd for nd in gd.node if nd.op != "_Retval"]
+    del gd.node[:]
+    gd.node.extend(keep)
+    g = ops.Graph()
+    try:
+        with g.as_default():
+            (t,) = import_graph_def(gd, return_elements=[output], name="")
+    except (ValueError, errors.OpError) as e:
+        raise errors.InvalidArgumentError(None, None, f"Invalid dataset graph: {e}") from None
+    if isinstance(t, ops.Operation):
+        t = t.outputs[0]
+    session = type(ctx.session)(graph=g)
+    try:
+        handle = await session.arun(t)
+    except BaseException:
+        session.close()
+        raise
+    return dso._handle(FromGraph(dso._ds(handle), session))
+
+
+register_op(
+    "DatasetFromGraph",
+    inputs=["graph_def: string"],
+    outputs=["handle: string"],
+    shape_fn=dso._handle_shape,
+    stateful=True,
+).kernel("CPU")(dso._recording(_from_graph))
+NotDifferentiable("DatasetFromGraph")
