@@ -1,0 +1,353 @@
+"""The tf.data service's worker: it produces the elements of its tasks for consumers.
+
+A worker serves consumers' `get` requests on its own port and keeps one connection to
+the dispatcher, which it opens, registers on (getting a task of every live job) and
+over which the dispatcher sends it new tasks and tasks to drop.  A task's elements come
+from one pass of its dataset, imported from the GraphDef the dispatcher holds, run in
+a session of this worker on its loop: with DYNAMIC sharding the pass's source yields
+only the splits the dispatcher hands this worker.
+
+Consumers of a task share its stream: each element goes to one `get`.  With
+`num_consumers` (coordinated reads), the stream is cut into rounds of one element per
+consumer; consumer c gets element c of every round it asks for, and a round the data
+cannot fill ends the stream for all of them (TF's round-robin reads).
+
+Invariants: a task's producer is started by its first `get` and holds at most
+`_BUFFER` elements ahead; a dropped task's producer is cancelled and its waiting
+`get`s fail with CancelledError (TF's); once a task's stream ended, every later `get`
+of it is answered end-of-sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import copy
+
+import numpy as np
+
+from asyncflow import errors
+from asyncflow.data.service import protocol as p
+from asyncflow.distributed import wire
+from asyncflow.distributed.cluster import split_address
+from asyncflow.ops import dataset_pipeline as pl
+
+__all__ = ["Worker"]
+
+_BUFFER = 8  # elements a task's producer keeps ready
+_EOS = object()
+
+
+class _Task:
+    def __init__(self, worker: Worker, info: dict):
+        self.worker = worker
+        self.id = info["task"]
+        self.job = info["job"]
+        self.dataset = info["d"]
+        self.mode = info["mode"]
+        self.num_consumers = info["nc"]
+        self.queue: asyncio.Queue = asyncio.Queue(_BUFFER)
+        self.producer: asyncio.Task | None = None
+        self.ended = False
+        self.error: BaseException | None = None
+        self.rounds: dict[int, list] = {}  # coordinated reads: round -> its elements
+        self.taken: collections.Counter = collections.Counter()  # round -> consumers served
+        self.next_round = 0
+        self.round_lock = asyncio.Lock()
+
+    def start(self) -> None:
+        if self.producer is None:
+            self.producer = asyncio.ensure_future(self._produce())
+
+    async def _produce(self) -> None:
+        try:
+            value = await self.worker.dataset_value(self.dataset)
+            if self.mode == p.ShardingPolicy.DYNAMIC:
+                value = _with_splits(value, self)
+            elif self.mode not in (p.ShardingPolicy.OFF,):
+                raise errors.UnimplementedError(
+                    None, None, f"Sharding policy {p.ShardingPolicy(self.mode).name} is not "
+                    "supported by asyncflow's tf.data service (OFF and DYNAMIC are)"
+                )  # fmt: skip
+            env = pl.Env(self.worker.session_for(self.dataset))
+            stream = value.iterate(env)
+            try:
+                async for elem in stream:
+                    await self.queue.put(elem)
+            finally:
+                await stream.aclose()
+        except asyncio.CancelledError:
+            raise
+        except errors.OpError as e:
+            self.error = e
+        except Exception as e:  # noqa: BLE001 - reported to consumers as TF's UnknownError
+            self.error = errors.UnknownError(None, None, f"{type(e).__name__}: {e}")
+        await self.queue.put(_EOS)
+
+    async def next_element(self):
+        """The stream's next element, or _EOS (for ever after the end); its error."""
+        if self.ended:
+            return _EOS
+        self.start()
+        elem = await self.queue.get()
+        if elem is _EOS:
+            self.ended = True
+            if self.error is not None:
+                raise self.error
+        return elem
+
+    async def get(self, consumer: int, round_: int):
+        if self.num_consumers <= 0:
+            return await self.next_element()
+        if not 0 <= consumer < self.num_consumers:
+            raise errors.InvalidArgumentError(
+                None, None, f"Consumer index {consumer} is out of range for "
+                f"{self.num_consumers} consumers"
+            )  # fmt: skip
+        async with self.round_lock:
+            while self.next_round <= round_:
+                elems = []
+                for _ in range(self.num_consumers):
+                    elem = await self.next_element()
+                    if elem is _EOS:
+                        break
+                    elems.append(elem)
+                full = len(elems) == self.num_consumers
+                self.rounds[self.next_round] = elems if full else None
+                self.next_round += 1
+        if round_ not in self.rounds:
+            raise errors.FailedPreconditionError(
+                None, None, f"Round {round_} of task {self.id} was already read by all "
+                "its consumers"
+            )  # fmt: skip
+        elems = self.rounds[round_]
+        self.taken[round_] += 1
+        if self.taken[round_] >= self.num_consumers:
+            del self.rounds[round_], self.taken[round_]
+        return _EOS if elems is None else elems[consumer]
+
+    def cancel(self) -> None:
+        if self.producer is not None:
+            self.producer.cancel()
+        self.ended = True
+        self.error = errors.CancelledError(None, None, f"Task {self.id} was cancelled")
+        while True:  # wake the `get`s waiting on it
+            try:
+                self.queue.put_nowait(_EOS)
+            except asyncio.QueueFull:
+                self.queue.get_nowait()
+                continue
+            break
+
+
+class _Splits(pl.DatasetValue):
+    """A source that yields the splits the dispatcher hands this worker: each element
+    of a range or of tensor slices is a split, each file of a file dataset one."""
+
+    def __init__(self, source: pl.DatasetValue, task: _Task):
+        self.source = source
+        self.task = task
+        self.opened = 0  # passes over it: the input's repetition
+
+    def _count(self) -> int:
+        src = self.source
+        if isinstance(src, pl.Range):
+            return len(src.r)
+        if isinstance(src, pl.TensorSlices):
+            return src.n
+        return len(src.paths)
+
+    async def iterate(self, env):
+        rep, self.opened = self.opened, self.opened + 1
+        n, src = self._count(), self.source
+        while True:
+            i = await self.task.worker.next_split(self.task.job, rep, n)
+            if i is None:
+                return
+            if isinstance(src, pl.Range):
+                yield (np.array(src.r[i], src.dtype),)
+            elif isinstance(src, pl.TensorSlices):
+                yield tuple(np.array(c[i], dtype=c.dtype, copy=True) for c in src.components)
+            else:
+                one = copy.copy(src)
+                one.paths = [src.paths[i]]
+                async for elem in one.iterate(env):
+                    yield elem
+
+
+def _with_splits(value: pl.DatasetValue, task: _Task) -> pl.DatasetValue:
+    """`value` with its source replaced by the dispatcher's splits (DYNAMIC sharding).
+
+    Raises UnimplementedError for a pipeline of several inputs or a source that cannot
+    be split (TF's condition too)."""
+    chain = [value]
+    while isinstance(getattr(chain[-1], "input", None), pl.DatasetValue):
+        chain.append(chain[-1].input)
+    leaf = chain[-1]
+    if not isinstance(leaf, pl.Range | pl.TensorSlices) and not isinstance(
+        getattr(leaf, "paths", None), list
+    ):
+        raise errors.UnimplementedError(
+            None, None, f"Cannot create split providers for {type(leaf).__name__}: "
+            "DYNAMIC sharding needs a pipeline with one range, tensor-slices or file source"
+        )  # fmt: skip
+    new = _Splits(leaf, task)
+    for stage in reversed(chain[:-1]):
+        stage = copy.copy(stage)
+        stage.input = new
+        new = stage
+    return new
+
+
+class Worker:
+    """A worker on the running loop (`await start(host, port, dispatcher)`, `close()`)."""
+
+    def __init__(self, secret: bytes, tls=None):
+        self.secret = secret
+        self.tls = tls
+        self.tasks: dict[int, _Task] = {}
+        self.graphs: dict[str, tuple] = {}  # dataset id -> (graph, session, dataset tensor)
+        self._loading: dict[str, asyncio.Future] = {}
+        self.dispatcher: wire.Connection | None = None
+        self.connections: set[wire.Connection] = set()
+        self.server = None
+        self.address = ""
+        self._requests: set[asyncio.Task] = set()
+
+    async def start(self, host: str, port: int, dispatcher: str, worker_address: str) -> int:
+        """Serve on host:port and register with the dispatcher at `dispatcher`; the
+        port.  `worker_address` is what consumers dial ("%port%" becomes the port).
+
+        Raises UnavailableError when the dispatcher cannot be reached."""
+        loop = asyncio.get_running_loop()
+        kw = {}
+        if self.tls is not None:
+            kw = {
+                "ssl": self.tls.server_context(),
+                "ssl_handshake_timeout": wire.HANDSHAKE_TIMEOUT,
+            }
+        self.server = await loop.create_server(self._new_connection, host, port, **kw)
+        port = self.server.sockets[0].getsockname()[1]
+        self.address = worker_address.replace("%port%", str(port))
+        dhost, dport = split_address(dispatcher)
+        self.dispatcher = await wire.connect(
+            dhost, dport, self.secret, self.on_frame, self._dispatcher_lost, tls=self.tls
+        )
+        reply, _ = await p.call(self.dispatcher, "worker", {"addr": self.address})
+        for info in reply.get("tasks", []):
+            self._add_task(info)
+        return port
+
+    def _new_connection(self) -> wire.Connection:
+        conn = wire.Connection(self.secret, True, self.on_frame, self._client_lost)
+        self.connections.add(conn)
+        return conn
+
+    def _client_lost(self, conn, error) -> None:
+        self.connections.discard(conn)
+
+    def _dispatcher_lost(self, conn, error) -> None:
+        pass  # (elements of tasks it has keep being served; no new tasks come)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for task in self.tasks.values():
+            task.cancel()
+        for req in self._requests:
+            req.cancel()
+        err = errors.UnavailableError(None, None, f"tf.data service worker {self.address} stopped")
+        for conn in list(self.connections):
+            conn.abort(err)
+        if self.dispatcher is not None:
+            self.dispatcher.abort(err)
+        for _, session, _ in self.graphs.values():
+            session.close()
+
+    def on_frame(self, conn, kind, rid, meta, payload) -> None:
+        if kind != wire.RUN:
+            raise errors.InvalidArgumentError(None, None, f"Unexpected frame kind {kind}")
+        method = meta.get("m")
+        if method == "get":
+            req = asyncio.ensure_future(p.answer_async(conn, rid, self._get(meta)))
+            self._requests.add(req)
+            req.add_done_callback(self._requests.discard)
+        elif method == "task" and conn is self.dispatcher:
+            p.answer(conn, rid, self._task, meta)
+        elif method == "drop" and conn is self.dispatcher:
+            p.answer(conn, rid, self._drop, meta)
+        else:
+            p.answer(conn, rid, _refused, method)
+
+    def _task(self, meta):
+        self._add_task(meta)
+        return {}, None
+
+    def _add_task(self, info) -> None:
+        if not isinstance(info, dict):
+            raise p.bad("task")
+        p.check_int(info, "task", None, 0)
+        p.check_int(info, "job", None, 0)
+        p.check_str(info, "d")
+        p.check_int(info, "mode", None, 0, 5)
+        p.check_int(info, "nc", None, 0, 1 << 20)
+        if info["task"] not in self.tasks:
+            self.tasks[info["task"]] = _Task(self, info)
+
+    def _drop(self, meta):
+        task = self.tasks.pop(p.check_int(meta, "task", None, 0), None)
+        if task is not None:
+            task.cancel()
+        return {}, None
+
+    async def _get(self, meta):
+        task_id = p.check_int(meta, "task", None, 0)
+        consumer = p.check_int(meta, "c", -1)
+        round_ = p.check_int(meta, "r", 0, 0)
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise errors.NotFoundError(
+                None, None, f"Task {task_id} not found on worker {self.address}"
+            )
+        elem = await task.get(consumer, round_)
+        if elem is _EOS:
+            return {"eos": True}, None
+        return {}, list(elem)
+
+    # -- datasets
+    async def dataset_value(self, dataset: str) -> pl.DatasetValue:
+        """A fresh value of dataset `dataset` (its graph fetched and imported once)."""
+        entry = self.graphs.get(dataset)
+        if entry is None:
+            fut = self._loading.get(dataset)
+            if fut is None:
+                fut = self._loading[dataset] = asyncio.ensure_future(self._load(dataset))
+            entry = await asyncio.shield(fut)
+        _, session, tensor = entry
+        value = await session.arun(tensor)
+        return value[()] if isinstance(value, np.ndarray) else value
+
+    def session_for(self, dataset: str):
+        return self.graphs[dataset][1]
+
+    async def _load(self, dataset: str):
+        import asyncflow as af  # (the whole API: the graph may use any op)
+
+        reply, payload = await p.call(self.dispatcher, "dataset", {"d": dataset})
+        graph = p.read_graph(reply, payload)
+        g = af.Graph()
+        with g.as_default():
+            af.import_graph_def(graph, name="")
+        tensor = g.get_tensor_by_name(p.check_str(reply, "out"))
+        entry = self.graphs[dataset] = (g, af.Session(graph=g), tensor)
+        return entry
+
+    async def next_split(self, job: int, rep: int, n: int) -> int | None:
+        reply, _ = await p.call(self.dispatcher, "split", {"job": job, "rep": rep, "n": n})
+        if reply.get("end"):
+            return None
+        return p.check_int(reply, "i", None, 0, n - 1)
+
+
+def _refused(method):
+    raise errors.UnimplementedError(None, None, f"Unknown tf.data service method {method!r}")
