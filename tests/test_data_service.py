@@ -1,0 +1,408 @@
+"""tf.data.experimental.service: a dispatcher and workers in this process, read by
+sessions, against TF 2.21's recorded behaviour (tests/fixtures/data_service_tf.json,
+recorded by tests/fixtures/data_service_cases.py): the elements each processing mode
+gives, build-time errors and messages, config defaults; and what TF's tests check of
+its own service: job sharing by name, coordinated reads, a worker lost midway, a peer
+without the cluster secret refused, bounded message sizes, everything on one loop."""
+
+import asyncio
+import json
+import pathlib
+import socket
+import sys
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow import errors
+from asyncflow.data.service import protocol
+from asyncflow.data.service.dispatcher import Dispatcher
+from asyncflow.data.service.worker import Worker
+from asyncflow.distributed import wire
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "fixtures"))
+from data_service_cases import _SERVICE, CASES, ERRORS, PIPELINES  # noqa: E402
+
+pytestmark = pytest.mark.timeout(30)
+
+svc = tf.data.experimental.service
+TF = json.loads((pathlib.Path(__file__).parent / "fixtures" / "data_service_tf.json").read_text())
+
+
+class _Service:
+    """A dispatcher and `n` workers (closed by `close`, workers first)."""
+
+    def __init__(self, n: int):
+        self.dispatcher = svc.DispatchServer()
+        self.address = self.dispatcher.target.split("://")[1]
+        self.workers = [self.add_worker() for _ in range(n)]
+
+    def add_worker(self):
+        return svc.WorkerServer(svc.WorkerConfig(dispatcher_address=self.address))
+
+    def close(self):
+        for w in self.workers:
+            w._stop()
+        self.dispatcher._stop()
+
+
+@pytest.fixture
+def service2():
+    s = _Service(2)
+    yield s
+    s.close()
+
+
+def _read_all(ds, limit=10_000):
+    nxt = tf.data.make_one_shot_iterator(ds).get_next()
+    out = []
+    with tf.Session() as sess:
+        for _ in range(limit):
+            try:
+                out.append(sess.run(nxt))
+            except errors.OutOfRangeError:
+                break
+    return out
+
+
+def _plain(x):
+    if isinstance(x, tuple):
+        return [_plain(v) for v in x]
+    v = np.asarray(x).tolist()
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, list):
+        return [e.decode() if isinstance(e, bytes) else e for e in v]
+    return v
+
+
+def _key(e):
+    return json.dumps(e)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_elements_as_tf(name):
+    src, mode, workers, kw, ordered = CASES[name]
+    want = TF["cases"][name]["elements"]
+    s = _Service(workers)
+    try:
+        if mode in ("OFF", "DYNAMIC"):
+            mode = svc.ShardingPolicy[mode]
+        with tf.Graph().as_default():
+            ds = PIPELINES[src](tf).apply(svc.distribute(mode, s.dispatcher.target, **kw))
+            got = [_plain(e) for e in _read_all(ds)]
+    finally:
+        s.close()
+    if ordered:
+        assert got == want
+    else:
+        assert sorted(map(_key, got)) == sorted(map(_key, want))
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_build_errors_as_tf(name):
+    mode, service, kw = ERRORS[name]
+    want = TF["errors"][name]
+    service = "grpc://localhost:5050" if service is _SERVICE else service
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(3)
+        if want is None:
+            ds.apply(svc.distribute(mode, service, **kw))
+            return
+        with pytest.raises(Exception) as info:  # noqa: B017 - its class is checked below
+            ds.apply(svc.distribute(mode, service, **kw))
+    assert type(info.value).__name__ == want[0]
+    assert str(info.value) == want[1]
+
+
+def test_register_dataset_as_tf(service2):
+    want = TF["misc"]["register"]
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(3)
+        a = svc.register_dataset(service2.dispatcher.target, ds)
+        b = svc.register_dataset(service2.dispatcher.target, ds)
+        c = svc.register_dataset(service2.dispatcher.target, ds, dataset_id="mine")
+        assert (a.dtype.name, a.shape.as_list(), a.op.type) == (
+            want["dtype"],
+            want["shape"],
+            want["op"],
+        )
+        with tf.Session() as sess:
+            ids = [v.decode() for v in sess.run([a, b, c])]
+    # TF: each register op registers anew (ids from 1000 up); a requested id is kept
+    assert sorted(ids[:2]) == sorted(want["ids"][:2]) and ids[2] == want["ids"][2]
+
+
+def test_configs_and_policy_as_tf():
+    assert repr(svc.DispatcherConfig()) == TF["misc"]["dispatcher_config"]
+    assert repr(svc.WorkerConfig(dispatcher_address="localhost:1")) == TF["misc"]["worker_config"]
+    assert {p.name: p.value for p in svc.ShardingPolicy} == TF["misc"]["sharding_policy"]
+    d = svc.DispatchServer()
+    try:
+        assert d.target.startswith(TF["misc"]["target"] + "://localhost:")
+    finally:
+        d._stop()
+
+
+def test_compat_v1_names():
+    want = {
+        "CrossTrainerCache",
+        "DispatcherConfig",
+        "ShardingPolicy",
+        "WorkerConfig",
+        "distribute",
+        "from_dataset_id",
+        "register_dataset",
+    }
+    assert want <= set(dir(tf.compat.v1.data.experimental.service))
+
+
+def test_from_dataset_id_shares_a_named_job_dynamic(service2):
+    """Two consumers of one named DYNAMIC job: each element once between them."""
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(40)
+        did = svc.register_dataset(service2.dispatcher.target, ds)
+        reads = [
+            svc.from_dataset_id(
+                "distributed_epoch",
+                service2.dispatcher.target,
+                did,
+                element_spec=ds.element_spec,
+                job_name="shared",
+            )
+            for _ in range(2)
+        ]
+        nexts = [tf.data.make_one_shot_iterator(r).get_next() for r in reads]
+        seen = [[], []]
+        with tf.Session() as sess:
+            live = [0, 1]
+            while live:
+                for k in list(live):
+                    try:
+                        seen[k].append(int(sess.run(nexts[k])))
+                    except errors.OutOfRangeError:
+                        live.remove(k)
+    assert sorted(seen[0] + seen[1]) == list(range(40))
+    assert seen[0] and seen[1]
+
+
+def test_named_job_for_another_dataset_refused(service2):
+    with tf.Graph().as_default():
+        target = service2.dispatcher.target
+        a = tf.data.Dataset.range(3).apply(svc.distribute("parallel_epochs", target, "j"))
+        b = tf.data.Dataset.range(4).apply(svc.distribute("parallel_epochs", target, "j"))
+        na = tf.data.make_one_shot_iterator(a).get_next()
+        nb = tf.data.make_one_shot_iterator(b).get_next()
+        with tf.Session() as sess:
+            assert sess.run(na) in (0, 1, 2)
+            with pytest.raises(errors.InvalidArgumentError, match="existing job"):
+                sess.run(nb)
+
+
+def test_coordinated_reads_round_robin(service2):
+    """num_consumers=2: each round comes from one worker, consumer c taking its c-th
+    element; rounds alternate between the workers' tasks."""
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(1000)
+        did = svc.register_dataset(service2.dispatcher.target, ds)
+        nexts = [
+            tf.data.make_one_shot_iterator(
+                svc.from_dataset_id(
+                    "parallel_epochs",
+                    service2.dispatcher.target,
+                    did,
+                    element_spec=ds.element_spec,
+                    job_name="rr",
+                    consumer_index=c,
+                    num_consumers=2,
+                )
+            ).get_next()
+            for c in range(2)
+        ]
+        with tf.Session() as sess:
+            got = [[int(sess.run(nexts[c])) for _ in range(6)] for c in range(2)]
+    # (every worker produces the whole range: round q of a task holds 2q, 2q+1)
+    assert got[0] == [0, 0, 2, 2, 4, 4]
+    assert got[1] == [1, 1, 3, 3, 5, 5]
+
+
+def test_worker_lost_midway_dynamic():
+    """A worker stopped mid-read: the read finishes, each element at most once (TF's
+    guarantee for DYNAMIC when a worker is lost), the other worker's elements all in."""
+    s = _Service(2)
+    try:
+        with tf.Graph().as_default():
+            ds = tf.data.Dataset.range(300).apply(
+                svc.distribute("distributed_epoch", s.dispatcher.target)
+            )
+            nxt = tf.data.make_one_shot_iterator(ds).get_next()
+            got = []
+            with tf.Session() as sess:
+                for _ in range(20):
+                    got.append(int(sess.run(nxt)))
+                s.workers[0]._stop()
+                while True:
+                    try:
+                        got.append(int(sess.run(nxt)))
+                    except errors.OutOfRangeError:
+                        break
+    finally:
+        s.close()
+    assert len(got) == len(set(got)), "an element was produced twice"
+    assert set(got) <= set(range(300))
+    assert len(got) >= 300 - 2 * 8 - 20  # (lost: at most what the stopped worker held)
+
+
+def test_every_worker_lost_fails_not_hangs():
+    s = _Service(1)
+    try:
+        with tf.Graph().as_default():
+            ds = tf.data.Dataset.range(10_000).apply(
+                svc.distribute("parallel_epochs", s.dispatcher.target)
+            )
+            nxt = tf.data.make_one_shot_iterator(ds).get_next()
+            with tf.Session() as sess:
+                assert int(sess.run(nxt)) == 0
+                s.workers[0]._stop()
+                with pytest.raises(errors.UnavailableError, match="lost"):
+                    for _ in range(10_000):
+                        sess.run(nxt)
+    finally:
+        s.close()
+
+
+def test_unreachable_dispatcher_fails():
+    port = _free_port()
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(3).apply(
+            svc.distribute("parallel_epochs", f"grpc://localhost:{port}")
+        )
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        with tf.Session() as sess, pytest.raises(errors.UnavailableError):
+            sess.run(nxt)
+
+
+def test_worker_needs_a_reachable_dispatcher():
+    with pytest.raises(errors.UnavailableError):
+        svc.WorkerServer(svc.WorkerConfig(dispatcher_address=f"localhost:{_free_port()}"))
+
+
+def test_dataset_with_placeholder_refused(service2):
+    with tf.Graph().as_default():
+        n = tf.placeholder(tf.int64, [])
+        ds = tf.data.Dataset.range(n).apply(
+            svc.distribute("parallel_epochs", service2.dispatcher.target)
+        )
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError, match="placeholder"):
+            sess.run(nxt, {n: 3})
+
+
+def test_unsupported_configs_refused():
+    with pytest.raises(errors.UnimplementedError):
+        svc.DispatchServer(svc.DispatcherConfig(work_dir="/tmp/x"))
+    with pytest.raises(ValueError, match="protocol"):
+        svc.DispatchServer(svc.DispatcherConfig(protocol="http"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# -- the wire: authentication and bounds ---------------------------------------------------
+
+
+async def _dispatcher():
+    d = Dispatcher(wire.cluster_secret())
+    port = await d.start("127.0.0.1", 0)
+    return d, port
+
+
+async def test_peer_without_the_secret_is_refused():
+    d, port = await _dispatcher()
+    try:
+        with pytest.raises(errors.OpError):
+            await wire.connect("127.0.0.1", port, b"not the secret", lambda *a: None, wait_s=5)
+        # A raw peer: a bad hello then a register request; nothing is read past the hello.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await reader.readexactly(wire.SERVER_HELLO.size)
+        meta = json.dumps({"m": "register", "out": "x:0"}).encode()
+        frame = wire.HEADER.pack(wire.MAGIC, wire.VERSION, wire.RUN, 1, len(meta), 0) + meta
+        writer.write(b"AFC\x01" + bytes(64) + frame)
+        try:  # closed (reset: aborted), nothing answered
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+        except ConnectionResetError:
+            pass
+        writer.close()
+        assert d.datasets == {}
+    finally:
+        d.close()
+
+
+async def test_oversized_frame_closes_the_connection():
+    d, port = await _dispatcher()
+    try:
+        conn = await wire.connect("127.0.0.1", port, wire.cluster_secret(), lambda *a: None)
+        conn.transport.write(
+            wire.HEADER.pack(wire.MAGIC, wire.VERSION, wire.RUN, 1, 0, wire.MAX_PAYLOAD + 1)
+        )
+        fut = protocol.call(conn, "tasks", {"job": 0})
+        with pytest.raises(errors.UnavailableError):
+            await asyncio.wait_for(fut, 5)
+        # the dispatcher still serves others
+        ok = await wire.connect("127.0.0.1", port, wire.cluster_secret(), lambda *a: None)
+        with pytest.raises(errors.NotFoundError):
+            await protocol.call(ok, "tasks", {"job": 0})
+        ok.abort(errors.CancelledError(None, None, "done"))
+    finally:
+        d.close()
+
+
+async def test_graph_size_bounded(monkeypatch):
+    d, port = await _dispatcher()
+    try:
+        conn = await wire.connect("127.0.0.1", port, wire.cluster_secret(), lambda *a: None)
+        monkeypatch.setattr(protocol, "MAX_GRAPH_BYTES", 100)
+        big = np.zeros(101, np.uint8)
+        with pytest.raises(errors.InvalidArgumentError, match="graph too large"):
+            await protocol.call(conn, "register", {"out": "x:0"}, [big])
+        with pytest.raises(errors.InvalidArgumentError, match="over the tf.data service"):
+            protocol.graph_tensor(bytes(101))
+        with pytest.raises(errors.InvalidArgumentError, match="Malformed"):
+            await protocol.call(conn, "job", {"d": 7})  # (a field of the wrong type)
+        conn.abort(errors.CancelledError(None, None, "done"))
+        assert d.datasets == {}
+    finally:
+        d.close()
+
+
+async def test_everything_on_one_loop():
+    """Dispatcher, two workers and the consumer's session on the running loop."""
+    secret = wire.cluster_secret()
+    d, port = await _dispatcher()
+    workers = [Worker(secret) for _ in range(2)]
+    try:
+        for w in workers:
+            await w.start("127.0.0.1", 0, f"localhost:{port}", "localhost:%port%")
+        with tf.Graph().as_default():
+            ds = tf.data.Dataset.from_tensor_slices(np.arange(12, dtype=np.float32) * 0.5)
+            ds = ds.map(lambda x: x + 1).apply(
+                svc.distribute(svc.ShardingPolicy.DYNAMIC, f"grpc://localhost:{port}")
+            )
+            nxt = tf.data.make_one_shot_iterator(ds).get_next()
+            got = []
+            async with tf.Session() as sess:
+                while True:
+                    try:
+                        got.append(float(await sess.arun(nxt)))
+                    except errors.OutOfRangeError:
+                        break
+        assert sorted(got) == [i * 0.5 + 1 for i in range(12)]
+        assert d.jobs == {}  # released at the end of the pass
+    finally:
+        for w in workers:
+            w.close()
+        d.close()
