@@ -158,54 +158,78 @@ def test_compat_v1_names():
     assert want <= set(dir(tf.compat.v1.data.experimental.service))
 
 
-def test_from_dataset_id_shares_a_named_job_dynamic(service2):
-    """Two consumers of one named DYNAMIC job: each element once between them."""
+@pytest.mark.parametrize("mode", ["parallel_epochs", "distributed_epoch"])
+@pytest.mark.parametrize("how", ["by_id", "by_op"])
+def test_two_consumers_of_one_job_name_as_tf(service2, mode, how):
+    """by_id: a dataset id registered once, two consumers of one named job share it
+    (DYNAMIC: each element once between them).  by_op: each consumer's pass runs the
+    register op, which registers anew (TF 2.21), so each has a job of its own."""
+    want = TF["misc"]["shared"][f"{how}_{mode}"]
+    target = service2.dispatcher.target
     with tf.Graph().as_default():
-        ds = tf.data.Dataset.range(40)
-        did = svc.register_dataset(service2.dispatcher.target, ds)
-        reads = [
-            svc.from_dataset_id(
-                "distributed_epoch",
-                service2.dispatcher.target,
-                did,
-                element_spec=ds.element_spec,
-                job_name="shared",
-            )
-            for _ in range(2)
-        ]
-        nexts = [tf.data.make_one_shot_iterator(r).get_next() for r in reads]
-        seen = [[], []]
+        ds = tf.data.Dataset.range(6)
+        did = svc.register_dataset(target, ds)
         with tf.Session() as sess:
-            live = [0, 1]
+            if how == "by_id":
+                did = sess.run(did).decode()
+            nexts = [
+                tf.data.make_one_shot_iterator(
+                    svc.from_dataset_id(
+                        mode, target, did, element_spec=ds.element_spec, job_name=f"j_{how}"
+                    )
+                ).get_next()
+                for _ in range(2)
+            ]
+            seen, live = [[], []], [0, 1]
             while live:
                 for k in list(live):
                     try:
                         seen[k].append(int(sess.run(nexts[k])))
                     except errors.OutOfRangeError:
                         live.remove(k)
-    assert sorted(seen[0] + seen[1]) == list(range(40))
-    assert seen[0] and seen[1]
+    assert sorted(seen[0] + seen[1]) == want["union"]
+    if how == "by_op":
+        assert [sorted(x) for x in seen] == [sorted(x) for x in want["each"]]
 
 
-def test_named_job_for_another_dataset_refused(service2):
+def test_register_runs_and_element_spec_as_tf(service2):
     with tf.Graph().as_default():
-        target = service2.dispatcher.target
-        a = tf.data.Dataset.range(3).apply(svc.distribute("parallel_epochs", target, "j"))
-        b = tf.data.Dataset.range(4).apply(svc.distribute("parallel_epochs", target, "j"))
-        na = tf.data.make_one_shot_iterator(a).get_next()
-        nb = tf.data.make_one_shot_iterator(b).get_next()
+        a = svc.register_dataset(service2.dispatcher.target, tf.data.Dataset.range(3))
         with tf.Session() as sess:
-            assert sess.run(na) in (0, 1, 2)
-            with pytest.raises(errors.InvalidArgumentError, match="existing job"):
-                sess.run(nb)
+            runs = [sess.run(a) for _ in range(3)]
+        assert (len(set(runs)) == 3) == TF["misc"]["register_runs_distinct"]
+        cls, msg = TF["misc"]["no_element_spec"]
+        with pytest.raises(ValueError) as info:
+            svc.from_dataset_id("parallel_epochs", service2.dispatcher.target, "1000")
+        assert (type(info.value).__name__, str(info.value)) == (cls, msg)
+
+
+def test_round_robin_needs_an_infinite_dataset_as_tf(service2):
+    cls, msg = TF["misc"]["round_robin_finite"]
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(10).apply(
+            svc.distribute(
+                "parallel_epochs",
+                service2.dispatcher.target,
+                job_name="rr",
+                consumer_index=0,
+                num_consumers=2,
+            )
+        )
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        with tf.Session() as sess, pytest.raises(getattr(errors, cls)) as info:
+            sess.run(nxt)
+    assert msg.split("Failed to get element: ")[-1].split("\n")[0] in str(info.value)
 
 
 def test_coordinated_reads_round_robin(service2):
     """num_consumers=2: each round comes from one worker, consumer c taking its c-th
     element; rounds alternate between the workers' tasks."""
     with tf.Graph().as_default():
-        ds = tf.data.Dataset.range(1000)
+        ds = tf.data.Dataset.range(1000).repeat()
         did = svc.register_dataset(service2.dispatcher.target, ds)
+        with tf.Session() as sess:
+            did = sess.run(did).decode()  # (one id: one job for both consumers)
         nexts = [
             tf.data.make_one_shot_iterator(
                 svc.from_dataset_id(

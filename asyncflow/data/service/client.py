@@ -127,7 +127,6 @@ async def register(ctx, address, protocol) -> str:
             "out": ctx.op.inputs[0].name,
             "spec": ctx.attrs.get("element_spec", ""),
             "id": ctx.attrs.get("requested_dataset_id", ""),
-            "op": ctx.op.name,  # (the same op registering the same graph: the same id)
         }
         reply, _ = await p.call(conn, "register", meta, [p.graph_tensor(graph)])
     finally:

@@ -57,10 +57,9 @@ class Dispatcher:
         self.tls = tls
         self.datasets: dict[str, tuple] = {}  # id -> (graph, dataset tensor, element spec)
         self._dataset_ids = itertools.count(1000)
-        self._by_graph: dict[tuple, str] = {}  # (graph, registering op) -> id
         self.workers: dict[str, wire.Connection] = {}  # address -> its connection
         self.jobs: dict[int, _Job] = {}
-        self.named: dict[str, int] = {}  # job name -> job id
+        self.named: dict[tuple[str, str], int] = {}  # (dataset, job name) -> job id
         self._job_ids = itertools.count(0)
         self._task_ids = itertools.count(0)
         self.connections: set[wire.Connection] = set()
@@ -123,8 +122,7 @@ class Dispatcher:
     def _register(self, meta, payload):
         graph = p.read_graph(meta, payload)
         out, spec = p.check_str(meta, "out"), p.check_str(meta, "spec", "")
-        requested, op = p.check_str(meta, "id", ""), p.check_str(meta, "op", "")
-        return {"id": self.register(graph, out, spec, requested, op)}, None
+        return {"id": self.register(graph, out, spec, p.check_str(meta, "id", ""))}, None
 
     def _job(self, meta):
         job = self.get_or_create_job(
@@ -170,13 +168,10 @@ class Dispatcher:
         return {"i": i}, None
 
     # -- state
-    def register(
-        self, graph: bytes, out: str, spec: str, requested: str = "", op: str = ""
-    ) -> str:
+    def register(self, graph: bytes, out: str, spec: str, requested: str = "") -> str:
         """The id of the dataset `out` of `graph`: `requested` if given (a requested id
-        already holding another dataset raises AlreadyExistsError); else the id the
-        same graph got from the same register op (`op`) before, as TF's dispatcher
-        finds a registered dataset by its fingerprint; else a new one."""
+        already holding another dataset raises AlreadyExistsError), else a new one
+        (TF 2.21's: every registration gets a new id, the same dataset's too)."""
         if requested:
             old = self.datasets.get(requested)
             if old is not None and old[0] != graph:
@@ -186,33 +181,26 @@ class Dispatcher:
                 )  # fmt: skip
             self.datasets[requested] = (graph, out, spec)
             return requested
-        d = self._by_graph.get((graph, out, op))
-        if d is not None:
-            return d
         d = str(next(self._dataset_ids))
         while d in self.datasets:
             d = str(next(self._dataset_ids))
         self.datasets[d] = (graph, out, spec)
-        self._by_graph[(graph, out, op)] = d
         return d
 
     def get_or_create_job(self, dataset: str, mode: int, name: str, num_consumers: int) -> _Job:
         """The job `name` of `dataset` (created on first use; anonymous jobs are each new).
 
-        Raises NotFoundError for an unknown dataset, InvalidArgumentError where a
-        named job exists for another dataset, processing mode or number of consumers."""
+        A job is named per dataset: the same name for another dataset id is another
+        job (as TF's, where each run of a register op gives a new id).
+
+        Raises NotFoundError for an unknown dataset, InvalidArgumentError where the
+        named job exists with another processing mode or number of consumers."""
         if dataset not in self.datasets:
             raise errors.NotFoundError(None, None, f"Dataset id {dataset} not found")
         if name:
-            job_id = self.named.get(name)
+            job_id = self.named.get((dataset, name))
             if job_id is not None:
                 job = self.jobs[job_id]
-                if job.dataset != dataset:
-                    raise errors.InvalidArgumentError(
-                        None, None, f"Tried to create job with name {name} for dataset "
-                        f"{dataset}, but found an existing job with the same name for "
-                        f"dataset {job.dataset}"
-                    )  # fmt: skip
                 if job.mode != mode or job.num_consumers != num_consumers:
                     raise errors.InvalidArgumentError(
                         None, None, f"Tried to create job with name {name}, but found an "
@@ -224,7 +212,7 @@ class Dispatcher:
         job = _Job(next(self._job_ids), dataset, mode, name, num_consumers)
         self.jobs[job.id] = job
         if name:
-            self.named[name] = job.id
+            self.named[(dataset, name)] = job.id
         for address, conn in self.workers.items():
             task = next(self._task_ids)
             job.tasks[task] = address
@@ -257,7 +245,7 @@ class Dispatcher:
         if job is None:
             return
         if job.name:
-            self.named.pop(job.name, None)
+            self.named.pop((job.dataset, job.name), None)
         for task, address in job.tasks.items():
             conn = self.workers.get(address)
             if conn is not None:

@@ -8,7 +8,7 @@ dispatcher also sends RUN frames to each worker over the connection the worker o
 (a new task, a task to drop), so no side listens for the other's address.
 
 Methods (requester -> answerer: meta in -> meta out):
-  client -> dispatcher  register  {out, spec, id, op} + graph -> {id}
+  client -> dispatcher  register  {out, spec, id} + graph    -> {id}
                         job       {d, mode, name, nc, tw}   -> {job}
                         tasks     {job}                     -> {tasks: [[task, addr]]}
                         release   {job}                     -> {}

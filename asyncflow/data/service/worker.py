@@ -62,6 +62,13 @@ class _Task:
     async def _produce(self) -> None:
         try:
             value = await self.worker.dataset_value(self.dataset)
+            if self.num_consumers > 0 and value.cardinality() != -1:
+                raise errors.FailedPreconditionError(
+                    None, None, "Round robin reads require that the input dataset has "
+                    f"infinite cardinality, but the dataset has cardinality "
+                    f"{value.cardinality()}. Consider adding a `.repeat()` transformation "
+                    "to the dataset."
+                )  # fmt: skip
             if self.mode == p.ShardingPolicy.DYNAMIC:
                 value = _with_splits(value, self)
             elif self.mode not in (p.ShardingPolicy.OFF,):
