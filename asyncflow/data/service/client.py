@@ -20,6 +20,7 @@ a worker producing an element (the wire's keep-alive bounds a silent peer).
 from __future__ import annotations
 
 import asyncio
+import collections
 
 from asyncflow import errors
 from asyncflow.data.service import protocol as p
@@ -31,6 +32,8 @@ __all__ = ["ServiceRead", "dataset", "dataset_graph", "parse_address", "register
 
 _CONNECT_S = 10.0
 _NO_TASKS_POLL_S = 0.05  # while a job has no worker yet
+_REFRESH_S = 0.5  # how often a pass asks the dispatcher for the job's tasks
+_DEPTH = 2  # requests in flight to each task when max_outstanding_requests is AUTOTUNE
 
 
 def parse_address(address: str, protocol: str = "") -> tuple[str, int]:
@@ -245,22 +248,26 @@ class ServiceRead(pl.DatasetValue):
             done = errors.CancelledError(None, None, "The tf.data service read ended")
             dispatcher.abort(done)
             for conn in workers.values():
-                conn.abort(done)
+                if isinstance(conn, wire.Connection):
+                    conn.abort(done)
 
 
 class _Reader:
-    """One pass's bookkeeping: the job's tasks, which ended, which were lost."""
+    """One pass's bookkeeping: the job's tasks, which ended, which were lost, and the
+    requests in flight to each (up to `depth` a task, answered in the order sent)."""
 
     def __init__(self, read: ServiceRead, dispatcher, job: int, workers: dict, secret: bytes):
         self.read = read
         self.dispatcher = dispatcher
         self.job = job
-        self.workers = workers
+        self.workers = workers  # address -> connection (or the future of one)
         self.secret = secret
         self.tasks: dict[int, str] = {}  # live tasks: id -> worker address
         self.ended: set[int] = set()
         self.lost: set[int] = set()
         self.had_tasks = False
+        self.refreshed = -1.0
+        self.inflight: dict[int, collections.deque] = {}
 
     async def refresh(self) -> None:
         reply, _ = await p.call(self.dispatcher, "tasks", {"job": self.job})
@@ -275,34 +282,64 @@ class _Reader:
             now[task] = p.check_str({"a": entry[1]}, "a")
         self.tasks = {t: a for t, a in now.items() if t not in self.lost}
         self.had_tasks |= bool(self.tasks)
+        self.refreshed = asyncio.get_running_loop().time()
 
     async def _worker(self, address: str) -> wire.Connection:
         conn = self.workers.get(address)
+        if isinstance(conn, asyncio.Future):  # (another request is connecting it)
+            return await asyncio.shield(conn)
         if conn is None or conn.closed is not None:
-            conn = self.workers[address] = await _connect(address, self.secret)
+            fut = self.workers[address] = asyncio.ensure_future(_connect(address, self.secret))
+            try:
+                conn = await asyncio.shield(fut)
+            finally:
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    self.workers[address] = fut.result()
+                else:
+                    self.workers.pop(address, None)
         return conn
 
-    async def _get(self, task: int, round_: int):
-        """The task's element for this consumer (None: it ended; the task's loss is
-        noted and None returned)."""
+    async def _request(self, task: int, round_: int):
+        conn = await self._worker(self.tasks[task])
         meta = {"task": task, "c": self.read.consumer_index, "r": round_}
+        return await p.call(conn, "get", meta)
+
+    async def _take(self, task: int, request):
+        """The element `request` (a future of the reply) brings (None: the task ended
+        or was lost, which is noted)."""
         try:
-            conn = await self._worker(self.tasks[task])
-            reply, payload = await p.call(conn, "get", meta)
+            reply, payload = await request
         except (errors.UnavailableError, errors.NotFoundError, errors.CancelledError):
             self.lost.add(task)
             self.tasks.pop(task, None)
+            self._drop(task)
             return None
         if reply.get("eos"):
             self.ended.add(task)
+            self._drop(task)
             return None
         descs = reply.get("t")
         return tuple(wire.decode_tensors(descs if isinstance(descs, list) else [], payload))
 
+    def _drop(self, task: int) -> None:
+        for fut in self.inflight.pop(task, ()):
+            fut.cancel()
+            fut.add_done_callback(_quiet)
+
+    def close(self) -> None:
+        for task in list(self.inflight):
+            self._drop(task)
+
     async def _open(self) -> bool:
-        """Whether there are unended tasks, after asking the dispatcher (waiting while
-        the job has none yet).  Raises UnavailableError when all were lost."""
+        """Whether there are unended tasks (asking the dispatcher again when none is
+        left, else every `_REFRESH_S`; waiting while the job has none yet).
+
+        Raises UnavailableError when all were lost."""
         while True:
+            live = any(t not in self.ended for t in self.tasks)
+            now = asyncio.get_running_loop().time()
+            if live and now - self.refreshed < _REFRESH_S:
+                return True
             await self.refresh()
             if any(t not in self.ended for t in self.tasks):
                 return True
@@ -315,27 +352,41 @@ class _Reader:
             await asyncio.sleep(_NO_TASKS_POLL_S)
 
     async def elements(self):
-        if self.read.num_consumers:
-            async for elem in self._rounds():
-                yield elem
-            return
-        while await self._open():
-            for task in sorted(self.tasks):
-                if task in self.ended or task not in self.tasks:
-                    continue
-                elem = await self._get(task, 0)
-                if elem is not None:
+        try:
+            if self.read.num_consumers:
+                async for elem in self._rounds():
                     yield elem
+                return
+            while await self._open():
+                live = sorted(t for t in self.tasks if t not in self.ended)
+                outstanding = self.read.max_outstanding
+                depth = _DEPTH if outstanding <= 0 else max(1, -(-outstanding // len(live)))
+                for task in live:
+                    if task not in self.tasks or task in self.ended:
+                        continue
+                    queue = self.inflight.setdefault(task, collections.deque())
+                    while len(queue) < depth:
+                        queue.append(asyncio.ensure_future(self._request(task, 0)))
+                    elem = await self._take(task, queue.popleft())
+                    if elem is not None:
+                        yield elem
+        finally:
+            self.close()
 
     async def _rounds(self):
         round_ = 0
         while await self._open():
             live = sorted(t for t in self.tasks if t not in self.ended)
             task = live[round_ % len(live)]
-            elem = await self._get(task, round_ // len(live))
+            elem = await self._take(task, self._request(task, round_ // len(live)))
             if elem is None:
                 if task in self.ended:  # the round could not be filled: the end
                     return
                 continue  # (lost: the round is read from another task)
             round_ += 1
             yield elem
+
+
+def _quiet(fut) -> None:
+    if not fut.cancelled():
+        fut.exception()  # (retrieved: an abandoned request's failure is nobody's)

@@ -13,7 +13,8 @@ consumer; consumer c gets element c of every round it asks for, and a round the 
 cannot fill ends the stream for all of them (TF's round-robin reads).
 
 Invariants: a task's producer is started by its first `get` and holds at most
-`_BUFFER` elements ahead; a dropped task's producer is cancelled and its waiting
+`_BUFFER` elements ahead; a dataset's imported graph and session live while a task of
+it does; a dropped task's producer is cancelled and its waiting
 `get`s fail with CancelledError (TF's); once a task's stream ended, every later `get`
 of it is answered end-of-sequence.
 """
@@ -35,6 +36,7 @@ from asyncflow.ops import dataset_pipeline as pl
 __all__ = ["Worker"]
 
 _BUFFER = 8  # elements a task's producer keeps ready
+_TASK_WAIT_S = 2.0  # how long a `get` for a task not (yet) here waits for it
 _EOS = object()
 
 
@@ -220,6 +222,8 @@ class Worker:
         self.server = None
         self.address = ""
         self._requests: set[asyncio.Task] = set()
+        self._task_added = asyncio.Event()
+        self._dropped: collections.deque = collections.deque(maxlen=1 << 12)  # recent drops
 
     async def start(self, host: str, port: int, dispatcher: str, worker_address: str) -> int:
         """Serve on host:port and register with the dispatcher at `dispatcher`; the
@@ -300,26 +304,51 @@ class Worker:
         p.check_int(info, "nc", None, 0, 1 << 20)
         if info["task"] not in self.tasks:
             self.tasks[info["task"]] = _Task(self, info)
+            self._task_added.set()
 
     def _drop(self, meta):
-        task = self.tasks.pop(p.check_int(meta, "task", None, 0), None)
+        task_id = p.check_int(meta, "task", None, 0)
+        self._dropped.append(task_id)
+        task = self.tasks.pop(task_id, None)
         if task is not None:
             task.cancel()
+            if all(t.dataset != task.dataset for t in self.tasks.values()):
+                # (its last task: the dataset's graph and session go until a task needs them)
+                self._loading.pop(task.dataset, None)
+                entry = self.graphs.pop(task.dataset, None)
+                if entry is not None:
+                    entry[1].close()
         return {}, None
 
     async def _get(self, meta):
         task_id = p.check_int(meta, "task", None, 0)
         consumer = p.check_int(meta, "c", -1)
         round_ = p.check_int(meta, "r", 0, 0)
-        task = self.tasks.get(task_id)
-        if task is None:
-            raise errors.NotFoundError(
-                None, None, f"Task {task_id} not found on worker {self.address}"
-            )
+        task = await self._task_by_id(task_id)
         elem = await task.get(consumer, round_)
         if elem is _EOS:
             return {"eos": True}, None
         return {}, list(elem)
+
+    async def _task_by_id(self, task_id: int) -> _Task:
+        """Task `task_id`, waiting a little for it: a consumer may learn of a task from
+        the dispatcher before the dispatcher's message creating it reaches here.
+
+        Raises NotFoundError when it does not come (a task dropped, or never ours)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _TASK_WAIT_S
+        while task_id not in self.tasks:
+            left = deadline - loop.time()
+            if left <= 0 or task_id in self._dropped:
+                raise errors.NotFoundError(
+                    None, None, f"Task {task_id} not found on worker {self.address}"
+                )
+            self._task_added.clear()
+            try:
+                await asyncio.wait_for(self._task_added.wait(), left)
+            except TimeoutError:
+                pass
+        return self.tasks[task_id]
 
     # -- datasets
     async def dataset_value(self, dataset: str) -> pl.DatasetValue:
