@@ -8,6 +8,7 @@ without the cluster secret refused, bounded message sizes, everything on one loo
 import asyncio
 import json
 import pathlib
+import re
 import socket
 import sys
 
@@ -439,3 +440,65 @@ async def test_everything_on_one_loop():
         for w in workers:
             w.close()
         d.close()
+
+
+# -- the raw ops, with TF's argument names ------------------------------------------------
+
+
+def _raw_read(service, version: str, processing_mode=b""):
+    R = tf.raw_ops
+    target = service.dispatcher.target
+    address = target.split("://")[1]
+    ds = tf.data.Dataset.range(4)
+    register = R.RegisterDatasetV2 if version == "DataServiceDatasetV4" else R.RegisterDataset
+    did = register(dataset=ds._variant, address=address, protocol="grpc", external_state_policy=2)
+    args = {
+        "dataset_id": did,
+        "processing_mode": processing_mode,
+        "address": address,
+        "protocol": "grpc",
+        "job_name": "",
+        "max_outstanding_requests": -1,
+        "iteration_counter": R.DummyIterationCounter(),
+        "output_types": [tf.int64],
+        "output_shapes": [tf.TensorShape([])],
+    }
+    if version != "DataServiceDataset":
+        args.update(consumer_index=-1, num_consumers=-1)
+    handle = getattr(R, version)(**args)
+    return did, tf.data.experimental.from_variant(handle, tf.TensorSpec([], tf.int64))
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["DataServiceDataset", "DataServiceDatasetV2", "DataServiceDatasetV3", "DataServiceDatasetV4"],
+)
+def test_raw_ops(service2, version):
+    with tf.Graph().as_default():
+        did, ds = _raw_read(service2, version, processing_mode=b"\x08\x01")  # DYNAMIC
+        assert did.dtype == (tf.string if version == "DataServiceDatasetV4" else tf.int64)
+        assert sorted(int(v) for v in _read_all(ds)) == [0, 1, 2, 3]
+
+
+def test_raw_op_bad_processing_mode(service2):
+    with tf.Graph().as_default():
+        _, ds = _raw_read(service2, "DataServiceDatasetV4", processing_mode=b"\x08\x09")
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError, match="mode"):
+            sess.run(nxt)
+
+
+@pytest.mark.parametrize("policy", ["FILE", "DATA", "FILE_OR_DATA", "HINT"])
+def test_static_sharding_without_a_worker_list_as_tf(service2, policy):
+    """TF shards statically only over the dispatcher's fixed worker list
+    (`worker_addresses`, which this dispatcher refuses): a read fails as TF's."""
+    cls, msg = TF["misc"]["static_sharding"][policy]
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(4).apply(
+            svc.distribute(svc.ShardingPolicy[policy], service2.dispatcher.target)
+        )
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        with tf.Session() as sess, pytest.raises(getattr(errors, cls)) as info:
+            sess.run(nxt)
+    got = re.sub(r":\d+", ":PORT", str(info.value).split("\n")[0])
+    assert msg[msg.index("Failed to shard") :] in got

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 
-from asyncflow import errors
+from asyncflow import errors, graph_io
 from asyncflow.data.service import protocol as p
 from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import split_address
@@ -109,13 +109,7 @@ def dataset_graph(tensor) -> bytes:
                 None, None, f"Cannot register a dataset that depends on placeholder "
                 f"{o.name!r} with the tf.data service: its graph must stand alone"
             )  # fmt: skip
-    gd = tensor.graph.as_graph_def()
-    sub = type(gd)()
-    for n in gd.node:
-        if n.name in seen:
-            sub.node.add().CopyFrom(n)
-    sub.library.CopyFrom(gd.library)
-    return sub.SerializeToString()
+    return graph_io.graph_to_graph_def(tensor.graph, only=set(seen)).SerializeToString()
 
 
 async def register(ctx, address, protocol) -> str:
@@ -309,7 +303,9 @@ class _Reader:
         or was lost, which is noted)."""
         try:
             reply, payload = await request
-        except (errors.UnavailableError, errors.NotFoundError, errors.CancelledError):
+        except (errors.UnavailableError, errors.CancelledError):
+            reply, payload = {"gone": True}, None
+        if reply.get("gone"):  # (its worker is lost, or dropped the task)
             self.lost.add(task)
             self.tasks.pop(task, None)
             self._drop(task)

@@ -17,7 +17,8 @@ Methods (requester -> answerer: meta in -> meta out):
                         split     {job, rep, n}             -> {i} or {end: true}
   dispatcher -> worker  task      {task dict}               -> {}
                         drop      {task}                    -> {}
-  client -> worker      get       {task, c, r}              -> element tensors, or {eos}
+  client -> worker      get       {task, c, r}              -> element tensors, {eos}
+                                                               or {gone}: no such task
 
 A task dict: {task, job, d, mode, nc}: one worker's share of one job.
 

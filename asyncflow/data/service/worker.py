@@ -73,10 +73,12 @@ class _Task:
                 )  # fmt: skip
             if self.mode == p.ShardingPolicy.DYNAMIC:
                 value = _with_splits(value, self)
-            elif self.mode not in (p.ShardingPolicy.OFF,):
-                raise errors.UnimplementedError(
-                    None, None, f"Sharding policy {p.ShardingPolicy(self.mode).name} is not "
-                    "supported by asyncflow's tf.data service (OFF and DYNAMIC are)"
+            elif self.mode != p.ShardingPolicy.OFF:
+                # Static sharding needs the dispatcher's fixed worker list, which this
+                # dispatcher never has (worker_addresses is refused): TF's error then.
+                raise errors.NotFoundError(
+                    None, None, "Failed to shard dataset in tf.data service: Worker "
+                    f"{self.worker.address} is not in the workers list. Got workers list ."
                 )  # fmt: skip
             env = pl.Env(self.worker.session_for(self.dataset))
             stream = value.iterate(env)
@@ -325,24 +327,23 @@ class Worker:
         consumer = p.check_int(meta, "c", -1)
         round_ = p.check_int(meta, "r", 0, 0)
         task = await self._task_by_id(task_id)
+        if task is None:
+            return {"gone": True}, None
         elem = await task.get(consumer, round_)
         if elem is _EOS:
             return {"eos": True}, None
         return {}, list(elem)
 
-    async def _task_by_id(self, task_id: int) -> _Task:
+    async def _task_by_id(self, task_id: int) -> _Task | None:
         """Task `task_id`, waiting a little for it: a consumer may learn of a task from
-        the dispatcher before the dispatcher's message creating it reaches here.
-
-        Raises NotFoundError when it does not come (a task dropped, or never ours)."""
+        the dispatcher before the dispatcher's message creating it reaches here; None
+        when it does not come (a task dropped, or never ours)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _TASK_WAIT_S
         while task_id not in self.tasks:
             left = deadline - loop.time()
             if left <= 0 or task_id in self._dropped:
-                raise errors.NotFoundError(
-                    None, None, f"Task {task_id} not found on worker {self.address}"
-                )
+                return None
             self._task_added.clear()
             try:
                 await asyncio.wait_for(self._task_added.wait(), left)
