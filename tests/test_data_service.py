@@ -97,7 +97,11 @@ def test_elements_as_tf(name):
             got = [_plain(e) for e in _read_all(ds)]
     finally:
         s.close()
-    if ordered:
+    if ordered == "zip":  # (pairs by timing: each worker pairs the splits it got)
+        assert len(got) == len(want)
+        assert sorted(e[-1] for e in got) == sorted(e[-1] for e in want)
+        assert len({e[0] for e in got}) == len(got)
+    elif ordered:
         assert got == want
     else:
         assert sorted(map(_key, got)) == sorted(map(_key, want))
@@ -502,3 +506,46 @@ def test_static_sharding_without_a_worker_list_as_tf(service2, policy):
             sess.run(nxt)
     got = re.sub(r":\d+", ":PORT", str(info.value).split("\n")[0])
     assert msg[msg.index("Failed to shard") :] in got
+
+
+def _lines(tmp_path, files=3, lines=4) -> list[str]:
+    names = []
+    for f in range(files):
+        path = tmp_path / f"part{f}.txt"
+        path.write_text("".join(f"f{f}-l{k}\n" for k in range(lines)))
+        names.append(str(path))
+    return names
+
+
+def test_dynamic_splits_files(service2, tmp_path):
+    """A file source: each file is a split, so each line is read once overall."""
+    names = _lines(tmp_path)
+    with tf.Graph().as_default():
+        ds = tf.data.TextLineDataset(names).map(tf.strings.upper).prefetch(2)
+        ds = ds.apply(svc.distribute("distributed_epoch", service2.dispatcher.target))
+        got = sorted(v.decode() for v in _read_all(ds))
+    assert got == sorted(f"F{f}-L{k}" for f in range(3) for k in range(4))
+
+
+def test_dynamic_splits_file_names_interleaved(service2, tmp_path):
+    """Tensor slices of file names interleaved into their lines (TF's usual file
+    pipeline): each name is a split."""
+    names = _lines(tmp_path)
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.from_tensor_slices(names).interleave(
+            tf.data.TextLineDataset, cycle_length=2
+        )
+        ds = ds.apply(svc.distribute("distributed_epoch", service2.dispatcher.target))
+        got = sorted(v.decode() for v in _read_all(ds))
+    assert got == sorted(f"f{f}-l{k}" for f in range(3) for k in range(4))
+
+
+def test_dynamic_splits_a_zip(service2):
+    """A zip of a range and tensor slices (TF splits it too): each pair once."""
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.zip(
+            (tf.data.Dataset.range(5), tf.data.Dataset.from_tensor_slices([b"a", b"b", b"c"]))
+        )
+        ds = ds.apply(svc.distribute("distributed_epoch", service2.dispatcher.target))
+        got = sorted((int(a), b.decode()) for a, b in _read_all(ds))
+    assert got == [(0, "a"), (1, "b"), (2, "c")]

@@ -36,7 +36,7 @@ class _Job:
         self.name = name
         self.num_consumers = num_consumers
         self.tasks: dict[int, str] = {}  # task id -> worker address
-        self.splits: dict[int, int] = {}  # repetition -> next split to hand out
+        self.splits: dict[tuple, int] = {}  # (repetition, source) -> next split to hand out
         self.clients = 0
 
     def task_dict(self, task: int) -> dict:
@@ -161,10 +161,11 @@ class Dispatcher:
         job = self._get_job(p.check_int(meta, "job", None, 0))
         rep = p.check_int(meta, "rep", None, 0)
         n = p.check_int(meta, "n", None, 0)
-        i = job.splits.get(rep, 0)
+        key = (rep, p.check_int(meta, "src", 0, 0, 1 << 16))
+        i = job.splits.get(key, 0)
         if i >= n:
             return {"end": True}, None
-        job.splits[rep] = i + 1
+        job.splits[key] = i + 1
         return {"i": i}, None
 
     # -- state

@@ -14,7 +14,7 @@ Methods (requester -> answerer: meta in -> meta out):
                         release   {job}                     -> {}
   worker -> dispatcher  worker    {addr}                    -> {tasks: [task dicts]}
                         dataset   {d}                       -> {out} + graph bytes
-                        split     {job, rep, n}             -> {i} or {end: true}
+                        split     {job, rep, n, src}        -> {i} or {end: true}
   dispatcher -> worker  task      {task dict}               -> {}
                         drop      {task}                    -> {}
   client -> worker      get       {task, c, r}              -> element tensors, {eos}

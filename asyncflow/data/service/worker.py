@@ -4,19 +4,21 @@ A worker serves consumers' `get` requests on its own port and keeps one connecti
 the dispatcher, which it opens, registers on (getting a task of every live job) and
 over which the dispatcher sends it new tasks and tasks to drop.  A task's elements come
 from one pass of its dataset, imported from the GraphDef the dispatcher holds, run in
-a session of this worker on its loop: with DYNAMIC sharding the pass's source yields
-only the splits the dispatcher hands this worker.
+a session of this worker on its loop: with DYNAMIC sharding the pass's sources yield
+only the splits the dispatcher hands this worker (`_with_splits`: an element of a
+range or of tensor slices, a file of a file source, the whole of a generator; each
+input of a zip split apart, as TF's).
 
 Consumers of a task share its stream: each element goes to one `get`.  With
 `num_consumers` (coordinated reads), the stream is cut into rounds of one element per
-consumer; consumer c gets element c of every round it asks for, and a round the data
-cannot fill ends the stream for all of them (TF's round-robin reads).
+consumer; consumer c gets element c of every round it asks for (TF's round-robin
+reads, which need an infinite dataset).
 
 Invariants: a task's producer is started by its first `get` and holds at most
 `_BUFFER` elements ahead; a dataset's imported graph and session live while a task of
-it does; a dropped task's producer is cancelled and its waiting
-`get`s fail with CancelledError (TF's); once a task's stream ended, every later `get`
-of it is answered end-of-sequence.
+it does; a dropped task's producer is cancelled and its waiting `get`s fail with
+CancelledError; once a task's stream ended, every later `get` of it is answered
+end-of-sequence.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import copy
+import itertools
 
 import numpy as np
 
@@ -151,63 +154,106 @@ class _Task:
             break
 
 
+def _indexed(src) -> bool:
+    """Whether the source's element i can be made directly (each element a split)."""
+    if isinstance(src, pl.Zip):
+        return all(_indexed(d) for d in src.inputs)
+    if isinstance(src, pl.Concatenate):
+        return _indexed(src.first) and _indexed(src.second)
+    return isinstance(src, pl.Range | pl.TensorSlices | pl.Tensors)
+
+
+def _files(src) -> bool:
+    return isinstance(getattr(src, "paths", None), list) and not _indexed(src)
+
+
+def _count(src) -> int:
+    """The source's number of splits: its elements, its files, or 1 (the whole of a
+    source that cannot be split, such as a generator: one worker makes it all)."""
+    if isinstance(src, pl.Zip):
+        return min(_count(d) for d in src.inputs)
+    if isinstance(src, pl.Concatenate):
+        return _count(src.first) + _count(src.second)
+    if isinstance(src, pl.Range):
+        return len(src.r)
+    if isinstance(src, pl.TensorSlices):
+        return src.n
+    if isinstance(src, pl.Tensors):
+        return 1
+    return len(src.paths) if _files(src) else 1
+
+
+def _element(src, i: int) -> tuple:
+    if isinstance(src, pl.Zip):
+        return sum((_element(d, i) for d in src.inputs), ())
+    if isinstance(src, pl.Concatenate):
+        n = _count(src.first)
+        return _element(src.first, i) if i < n else _element(src.second, i - n)
+    if isinstance(src, pl.Range):
+        return (np.array(src.r[i], src.dtype),)
+    if isinstance(src, pl.Tensors):
+        return tuple(np.array(c, dtype=c.dtype, copy=True) for c in src.components)
+    return tuple(np.array(c[i], dtype=c.dtype, copy=True) for c in src.components)
+
+
 class _Splits(pl.DatasetValue):
     """A source that yields the splits the dispatcher hands this worker: each element
-    of a range or of tensor slices is a split, each file of a file dataset one."""
+    of a range, of tensors or tensor slices, or of zips and concatenations of them is
+    a split; each file of a file dataset is one; any other source is one split."""
 
-    def __init__(self, source: pl.DatasetValue, task: _Task):
+    def __init__(self, source: pl.DatasetValue, task: _Task, provider: int):
         self.source = source
         self.task = task
+        self.provider = provider  # which of the pipeline's sources (a zip has several)
         self.opened = 0  # passes over it: the input's repetition
-
-    def _count(self) -> int:
-        src = self.source
-        if isinstance(src, pl.Range):
-            return len(src.r)
-        if isinstance(src, pl.TensorSlices):
-            return src.n
-        return len(src.paths)
 
     async def iterate(self, env):
         rep, self.opened = self.opened, self.opened + 1
-        n, src = self._count(), self.source
+        src = self.source
+        n = _count(src)
         while True:
-            i = await self.task.worker.next_split(self.task.job, rep, n)
+            i = await self.task.worker.next_split(self.task.job, rep, n, self.provider)
             if i is None:
                 return
-            if isinstance(src, pl.Range):
-                yield (np.array(src.r[i], src.dtype),)
-            elif isinstance(src, pl.TensorSlices):
-                yield tuple(np.array(c[i], dtype=c.dtype, copy=True) for c in src.components)
-            else:
+            if _indexed(src):
+                yield _element(src, i)
+                continue
+            if _files(src):
                 one = copy.copy(src)
                 one.paths = [src.paths[i]]
-                async for elem in one.iterate(env):
-                    yield elem
+            else:
+                one = src
+            async for elem in one.iterate(env):
+                yield elem
 
 
-def _with_splits(value: pl.DatasetValue, task: _Task) -> pl.DatasetValue:
-    """`value` with its source replaced by the dispatcher's splits (DYNAMIC sharding).
-
-    Raises UnimplementedError for a pipeline of several inputs or a source that cannot
-    be split (TF's condition too)."""
-    chain = [value]
-    while isinstance(getattr(chain[-1], "input", None), pl.DatasetValue):
-        chain.append(chain[-1].input)
-    leaf = chain[-1]
-    if not isinstance(leaf, pl.Range | pl.TensorSlices) and not isinstance(
-        getattr(leaf, "paths", None), list
-    ):
-        raise errors.UnimplementedError(
-            None, None, f"Cannot create split providers for {type(leaf).__name__}: "
-            "DYNAMIC sharding needs a pipeline with one range, tensor-slices or file source"
-        )  # fmt: skip
-    new = _Splits(leaf, task)
-    for stage in reversed(chain[:-1]):
+def _with_splits(value: pl.DatasetValue, task: _Task, providers=None) -> pl.DatasetValue:
+    """`value` with each of its sources replaced by the dispatcher's splits (DYNAMIC
+    sharding): the end of its chain of `input`s, or each input of a zip there (each
+    with splits of its own, as TF's zip: a worker pairs the splits it got of each)."""
+    providers = providers if providers is not None else itertools.count()
+    stage = _in_process(value)
+    inner = getattr(stage, "input", None)
+    if isinstance(inner, pl.DatasetValue):
         stage = copy.copy(stage)
-        stage.input = new
-        new = stage
-    return new
+        stage.input = _with_splits(inner, task, providers)
+        return stage
+    if isinstance(stage, pl.Zip) and not _indexed(stage):
+        stage = copy.copy(stage)
+        stage.inputs = [_with_splits(d, task, providers) for d in stage.inputs]
+        return stage
+    if isinstance(stage, pl.Zip):  # (of indexed sources: each with its own splits)
+        stage = copy.copy(stage)
+        stage.inputs = [_Splits(d, task, next(providers)) for d in stage.inputs]
+        return stage
+    return _Splits(stage, task, next(providers))
+
+
+def _in_process(stage: pl.DatasetValue) -> pl.DatasetValue:
+    """`stage`, or the in-process form of a prefetch served by an input worker process
+    (asyncflow/data/remote.py): its source must ask this worker for splits."""
+    local = getattr(stage, "local", None)
+    return local if isinstance(local, pl.DatasetValue) else stage
 
 
 class Worker:
@@ -379,8 +425,9 @@ class Worker:
         entry = self.graphs[dataset] = (g, af.Session(graph=g), tensor)
         return entry
 
-    async def next_split(self, job: int, rep: int, n: int) -> int | None:
-        reply, _ = await p.call(self.dispatcher, "split", {"job": job, "rep": rep, "n": n})
+    async def next_split(self, job: int, rep: int, n: int, provider: int = 0) -> int | None:
+        meta = {"job": job, "rep": rep, "n": n, "src": provider}
+        reply, _ = await p.call(self.dispatcher, "split", meta)
         if reply.get("end"):
             return None
         return p.check_int(reply, "i", None, 0, n - 1)
