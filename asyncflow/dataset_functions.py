@@ -46,6 +46,12 @@ _STRING = 7
 
 # The attrs asyncflow's dataset ops name a traced function's tensors with.
 FUNCTION_LIST_ATTRS = ("_inputs", "_outputs", "_captures")
+# Function attrs of TF's ops that asyncflow's never call: the tf.data service's
+# `uncompress_fn` (its elements travel uncompressed here).
+_UNUSED_FUNCS = {
+    "DataServiceDatasetV3": ("uncompress_fn",),
+    "DataServiceDatasetV4": ("uncompress_fn",),
+}
 
 
 def _prefix(attr: str) -> str:
@@ -84,7 +90,13 @@ def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> 
     node = NodeDef()
     node.CopyFrom(nd)
     _variants_as_strings(node)
-    for attr in sorted(k for k, v in nd.attr.items() if v.WhichOneof("value") == "func"):
+    for attr in _UNUSED_FUNCS.get(nd.op, ()):
+        if attr in node.attr:  # (a function this runtime's op never calls: dropped)
+            node.attr[attr].s = b""
+    if not _has_func(node):
+        out.append(node)
+        return
+    for attr in sorted(k for k, v in node.attr.items() if v.WhichOneof("value") == "func"):
         fname = nd.attr[attr].func.name
         if fname not in functions:
             raise ValueError(

@@ -6,6 +6,7 @@ its own service: job sharing by name, coordinated reads, a worker lost midway, a
 without the cluster secret refused, bounded message sizes, everything on one loop."""
 
 import asyncio
+import base64
 import json
 import pathlib
 import re
@@ -549,3 +550,29 @@ def test_dynamic_splits_a_zip(service2):
         ds = ds.apply(svc.distribute("distributed_epoch", service2.dispatcher.target))
         got = sorted((int(a), b.decode()) for a, b in _read_all(ds))
     assert got == [(0, "a"), (1, "b"), (2, "c")]
+
+
+def test_tf_written_graph_def_reads_from_our_service(service2):
+    """TF's GraphDef of a distributed pipeline (DataServiceDatasetV4 with its
+    uncompress_fn, RegisterDatasetV2, DummyIterationCounter, all inside the one-shot
+    iterator's dataset_factory) imports here and reads from this service."""
+    rec = TF["graph_def"]
+    gd = tf.GraphDef.FromString(base64.b64decode(rec["pb"]))
+    old, new = rec["address"].encode(), service2.address.encode()
+    for nd in [*gd.node, *(n for f in gd.library.function for n in f.node_def)]:
+        if nd.op == "Const" and list(nd.attr["value"].tensor.string_val) == [old]:
+            nd.attr["value"].tensor.string_val[0] = new
+    with tf.Graph().as_default() as g:
+        tf.import_graph_def(gd, name="")
+        got = sorted(int(v) for v in _read_iterator(g.get_tensor_by_name(rec["fetch"])))
+    assert got == [0, 3, 6, 9, 12]
+
+
+def _read_iterator(nxt) -> list:
+    out = []
+    with tf.Session() as sess:
+        while True:
+            try:
+                out.append(sess.run(nxt))
+            except errors.OutOfRangeError:
+                return out
