@@ -47,7 +47,8 @@ _STRING = 7
 # The attrs asyncflow's dataset ops name a traced function's tensors with.
 FUNCTION_LIST_ATTRS = ("_inputs", "_outputs", "_captures")
 # Function attrs of TF's ops that asyncflow's never call: the tf.data service's
-# `uncompress_fn` (its elements travel uncompressed here).
+# `uncompress_fn` (its elements travel uncompressed here; export writes TF's).
+_DT_VARIANT = 21
 _UNUSED_FUNCS = {
     "DataServiceDatasetV3": ("uncompress_fn",),
     "DataServiceDatasetV4": ("uncompress_fn",),
@@ -241,6 +242,43 @@ class _CannotExport(Exception):
 
 def export(graph, gd) -> None:
     """Rewrite GraphDef `gd` of `graph` (asyncflow's form) into TF's form, in place."""
+    _export_functions(graph, gd)
+    _export_uncompress_fns(gd)
+
+
+def _export_uncompress_fns(gd) -> None:
+    """TF's DataServiceDatasetV3/V4 need `uncompress_fn` to name a function of the
+    library (instantiated even when `uncompress` is false): each gets TF's, its
+    elements' UncompressElement, which asyncflow's op never calls (import drops it)."""
+    nodes = [*gd.node, *(nd for f in gd.library.function for nd in f.node_def)]
+    made = {f.signature.name for f in gd.library.function}
+    for nd in nodes:
+        if nd.op not in _UNUSED_FUNCS or nd.attr["uncompress_fn"].WhichOneof("value") == "func":
+            continue
+        types = list(nd.attr["output_types"].list.type)
+        name = f"_asyncflow_data_service_uncompress_{len(made)}"
+        made.add(name)
+        f = gd.library.function.add()
+        f.signature.name = name
+        arg = f.signature.input_arg.add()
+        arg.name, arg.type = "args_0", _DT_VARIANT
+        un = f.node_def.add()
+        un.name, un.op = "UncompressElement", "UncompressElement"
+        un.input.append("args_0")
+        un.attr["output_types"].CopyFrom(nd.attr["output_types"])
+        un.attr["output_shapes"].CopyFrom(nd.attr["output_shapes"])
+        for k, t in enumerate(types):
+            out = f.signature.output_arg.add()
+            out.name, out.type = f"identity_{k}", t
+            ident = f.node_def.add()
+            ident.name, ident.op = f"Identity_{k}", "Identity"
+            ident.input.append(f"UncompressElement:components:{k}")
+            ident.attr["T"].type = t
+            f.ret[out.name] = f"Identity_{k}:output:0"
+        nd.attr["uncompress_fn"].func.name = name
+
+
+def _export_functions(graph, gd) -> None:
     ops_ = graph.get_operations()
     if not any(op.type == "OneShotIterator" or _function_prefixes(op) for op in ops_):
         return
