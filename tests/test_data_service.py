@@ -436,10 +436,7 @@ async def test_everything_on_one_loop():
                         break
         assert sorted(got) == [i * 0.5 + 1 for i in range(12)]
         assert d.jobs == {}  # released at the end of the pass
-        for _ in range(100):  # (the workers drop their tasks when told: a message away)
-            if not any(w.tasks or w.graphs for w in workers):
-                break
-            await asyncio.sleep(0.01)
+        await d.settled()  # (the workers drop their tasks when told: a message away)
         assert [(w.tasks, w.graphs) for w in workers] == [({}, {})] * 2
     finally:
         for w in workers:

@@ -64,6 +64,7 @@ class Dispatcher:
         self._task_ids = itertools.count(0)
         self.connections: set[wire.Connection] = set()
         self.server = None
+        self.telling: set[asyncio.Task] = set()  # messages to workers not yet answered
 
     # -- serving
     async def start(self, host: str, port: int) -> int:
@@ -217,7 +218,7 @@ class Dispatcher:
         for address, conn in self.workers.items():
             task = next(self._task_ids)
             job.tasks[task] = address
-            asyncio.ensure_future(_tell(conn, "task", job.task_dict(task)))
+            self._tell(conn, "task", job.task_dict(task))
         return job
 
     def add_worker(self, address: str, conn: wire.Connection) -> list[dict]:
@@ -250,7 +251,17 @@ class Dispatcher:
         for task, address in job.tasks.items():
             conn = self.workers.get(address)
             if conn is not None:
-                asyncio.ensure_future(_tell(conn, "drop", {"task": task}))
+                self._tell(conn, "drop", {"task": task})
+
+    def _tell(self, conn: wire.Connection, method: str, meta: dict) -> None:
+        task = asyncio.ensure_future(_tell(conn, method, meta))
+        self.telling.add(task)
+        task.add_done_callback(self.telling.discard)
+
+    async def settled(self) -> None:
+        """Return once every worker has answered what it was told (tests' quiescence)."""
+        while self.telling:
+            await asyncio.gather(*self.telling)
 
     def _get_job(self, job_id: int) -> _Job:
         job = self.jobs.get(job_id)
