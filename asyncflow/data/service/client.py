@@ -33,7 +33,7 @@ __all__ = ["ServiceRead", "dataset", "dataset_graph", "parse_address", "register
 _CONNECT_S = 10.0
 _NO_TASKS_POLL_S = 0.05  # while a job has no worker yet
 _REFRESH_S = 0.5  # how often a pass asks the dispatcher for the job's tasks
-_DEPTH = 2  # requests in flight to each task when max_outstanding_requests is AUTOTUNE
+_DEPTH = 8  # requests in flight to each task when max_outstanding_requests is AUTOTUNE
 
 
 def parse_address(address: str, protocol: str = "") -> tuple[str, int]:

@@ -211,20 +211,31 @@ class _Splits(pl.DatasetValue):
         rep, self.opened = self.opened, self.opened + 1
         src = self.source
         n = _count(src)
-        while True:
-            i = await self.task.worker.next_split(self.task.job, rep, n, self.provider)
-            if i is None:
-                return
-            if _indexed(src):
-                yield _element(src, i)
-                continue
-            if _files(src):
-                one = copy.copy(src)
-                one.paths = [src.paths[i]]
-            else:
-                one = src
-            async for elem in one.iterate(env):
-                yield elem
+        worker, job = self.task.worker, self.task.job
+
+        def ask():  # (the next split is asked for while this one's elements are made)
+            return asyncio.ensure_future(worker.next_split(job, rep, n, self.provider))
+
+        nxt = ask()
+        try:
+            while True:
+                i = await nxt
+                if i is None:
+                    return
+                nxt = ask()
+                if _indexed(src):
+                    yield _element(src, i)
+                    continue
+                if _files(src):
+                    one = copy.copy(src)
+                    one.paths = [src.paths[i]]
+                else:
+                    one = src
+                async for elem in one.iterate(env):
+                    yield elem
+        finally:
+            nxt.cancel()
+            nxt.add_done_callback(_retrieved)
 
 
 def _with_splits(value: pl.DatasetValue, task: _Task, providers=None) -> pl.DatasetValue:
@@ -247,6 +258,11 @@ def _with_splits(value: pl.DatasetValue, task: _Task, providers=None) -> pl.Data
         stage.inputs = [_Splits(d, task, next(providers)) for d in stage.inputs]
         return stage
     return _Splits(stage, task, next(providers))
+
+
+def _retrieved(fut) -> None:
+    if not fut.cancelled():
+        fut.exception()  # (a split asked for ahead and not wanted: at most once)
 
 
 def _in_process(stage: pl.DatasetValue) -> pl.DatasetValue:
