@@ -593,3 +593,20 @@ def test_our_graph_def_round_trips(service2):
         tf.import_graph_def(gd, name="")
         got = sorted(int(v) for v in _read_iterator(g.get_tensor_by_name("next:0")))
     assert got == [0, 3, 6, 9, 12]
+
+
+@pytest.mark.parametrize("trainer_id", ["", None])
+def test_cross_trainer_cache_ids_as_tf(trainer_id):
+    cls, msg = TF["misc"]["cross_trainer_cache"][repr(trainer_id)]
+    with pytest.raises(ValueError) as info:
+        svc.CrossTrainerCache(trainer_id)
+    assert (type(info.value).__name__, str(info.value)) == (cls, msg)
+
+
+def test_cross_trainer_cache_refused():
+    """TF shares a sliding window of a job's elements between trainers; not here."""
+    cache = svc.CrossTrainerCache("trainer 1")
+    with tf.Graph().as_default(), pytest.raises(errors.UnimplementedError):
+        tf.data.Dataset.range(3).apply(
+            svc.distribute("parallel_epochs", "grpc://localhost:1", "j", cross_trainer_cache=cache)
+        )
