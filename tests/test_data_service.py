@@ -610,3 +610,25 @@ def test_cross_trainer_cache_refused():
         tf.data.Dataset.range(3).apply(
             svc.distribute("parallel_epochs", "grpc://localhost:1", "j", cross_trainer_cache=cache)
         )
+
+
+def test_a_pass_left_early_releases_its_job(service2):
+    """take(3) ends the consumer's pass early: its requests in flight are dropped and
+    the job released (the workers drop their tasks)."""
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(1000).apply(
+            svc.distribute("parallel_epochs", service2.dispatcher.target)
+        )
+        assert [int(v) for v in _read_all(ds.take(3))] == [0, 0, 1]
+    assert service2.dispatcher._thread.run(_jobs_after_settling(service2)) == {}
+
+
+async def _jobs_after_settling(service):
+    """The dispatcher's jobs once none is left (the consumer's pass is closed on its
+    session's loop, after the test's last step) and the workers were told."""
+    d = service.dispatcher._dispatcher
+    while d.jobs:
+        d.released.clear()
+        await asyncio.wait_for(d.released.wait(), 10)
+    await d.settled()
+    return d.jobs

@@ -220,7 +220,7 @@ class ServiceRead(pl.DatasetValue):
         secret = _secret()
         dispatcher = await _connect(self.address, secret, self.protocol)
         workers: dict[str, wire.Connection] = {}
-        job = None
+        job = reader = None
         try:
             meta = {
                 "d": self.dataset_id,
@@ -234,6 +234,8 @@ class ServiceRead(pl.DatasetValue):
             async for elem in reader.elements():
                 yield elem
         finally:
+            if reader is not None:  # (a pass left early: its requests in flight go)
+                reader.close()
             if job is not None and dispatcher.closed is None:
                 try:
                     await asyncio.wait_for(p.call(dispatcher, "release", {"job": job}), 5.0)

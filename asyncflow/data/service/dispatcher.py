@@ -65,6 +65,7 @@ class Dispatcher:
         self.connections: set[wire.Connection] = set()
         self.server = None
         self.telling: set[asyncio.Task] = set()  # messages to workers not yet answered
+        self.released = asyncio.Event()  # set when a job goes (tests wait on it)
 
     # -- serving
     async def start(self, host: str, port: int) -> int:
@@ -246,6 +247,7 @@ class Dispatcher:
         job = self.jobs.pop(job_id, None)
         if job is None:
             return
+        self.released.set()
         if job.name:
             self.named.pop((job.dataset, job.name), None)
         for task, address in job.tasks.items():
