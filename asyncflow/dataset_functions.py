@@ -46,6 +46,13 @@ _STRING = 7
 
 # The attrs asyncflow's dataset ops name a traced function's tensors with.
 FUNCTION_LIST_ATTRS = ("_inputs", "_outputs", "_captures")
+# Function attrs of TF's ops that asyncflow's never call: the tf.data service's
+# `uncompress_fn` (its elements travel uncompressed here; export writes TF's).
+_DT_VARIANT = 21
+_UNUSED_FUNCS = {
+    "DataServiceDatasetV3": ("uncompress_fn",),
+    "DataServiceDatasetV4": ("uncompress_fn",),
+}
 
 
 def _prefix(attr: str) -> str:
@@ -84,7 +91,13 @@ def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> 
     node = NodeDef()
     node.CopyFrom(nd)
     _variants_as_strings(node)
-    for attr in sorted(k for k, v in nd.attr.items() if v.WhichOneof("value") == "func"):
+    for attr in _UNUSED_FUNCS.get(nd.op, ()):
+        if attr in node.attr:  # (a function this runtime's op never calls: dropped)
+            node.attr[attr].s = b""
+    if not _has_func(node):
+        out.append(node)
+        return
+    for attr in sorted(k for k, v in node.attr.items() if v.WhichOneof("value") == "func"):
         fname = nd.attr[attr].func.name
         if fname not in functions:
             raise ValueError(
@@ -229,6 +242,43 @@ class _CannotExport(Exception):
 
 def export(graph, gd) -> None:
     """Rewrite GraphDef `gd` of `graph` (asyncflow's form) into TF's form, in place."""
+    _export_functions(graph, gd)
+    _export_uncompress_fns(gd)
+
+
+def _export_uncompress_fns(gd) -> None:
+    """TF's DataServiceDatasetV3/V4 need `uncompress_fn` to name a function of the
+    library (instantiated even when `uncompress` is false): each gets TF's, its
+    elements' UncompressElement, which asyncflow's op never calls (import drops it)."""
+    nodes = [*gd.node, *(nd for f in gd.library.function for nd in f.node_def)]
+    made = {f.signature.name for f in gd.library.function}
+    for nd in nodes:
+        if nd.op not in _UNUSED_FUNCS or nd.attr["uncompress_fn"].WhichOneof("value") == "func":
+            continue
+        types = list(nd.attr["output_types"].list.type)
+        name = f"_asyncflow_data_service_uncompress_{len(made)}"
+        made.add(name)
+        f = gd.library.function.add()
+        f.signature.name = name
+        arg = f.signature.input_arg.add()
+        arg.name, arg.type = "args_0", _DT_VARIANT
+        un = f.node_def.add()
+        un.name, un.op = "UncompressElement", "UncompressElement"
+        un.input.append("args_0")
+        un.attr["output_types"].CopyFrom(nd.attr["output_types"])
+        un.attr["output_shapes"].CopyFrom(nd.attr["output_shapes"])
+        for k, t in enumerate(types):
+            out = f.signature.output_arg.add()
+            out.name, out.type = f"identity_{k}", t
+            ident = f.node_def.add()
+            ident.name, ident.op = f"Identity_{k}", "Identity"
+            ident.input.append(f"UncompressElement:components:{k}")
+            ident.attr["T"].type = t
+            f.ret[out.name] = f"Identity_{k}:output:0"
+        nd.attr["uncompress_fn"].func.name = name
+
+
+def _export_functions(graph, gd) -> None:
     ops_ = graph.get_operations()
     if not any(op.type == "OneShotIterator" or _function_prefixes(op) for op in ops_):
         return

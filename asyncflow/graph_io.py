@@ -592,10 +592,13 @@ def register_graph_def_exporter(fn) -> None:
     _GRAPH_DEF_EXPORTERS.append(fn)
 
 
-def graph_to_graph_def(graph: ops.Graph, add_shapes: bool = False) -> GraphDef:
-    """`graph` as a GraphDef; `add_shapes` adds each node's "_output_shapes" attr."""
+def graph_to_graph_def(graph: ops.Graph, add_shapes: bool = False, only=None) -> GraphDef:
+    """`graph` as a GraphDef; `add_shapes` adds each node's "_output_shapes" attr;
+    `only` (a set of op names) keeps those ops alone (a subgraph that stands alone)."""
     gd = GraphDef()
     for op in graph.get_operations():
+        if only is not None and op.name not in only:
+            continue
         nd = node_def(op, gd.node.add())
         if add_shapes:
             shapes = nd.attr["_output_shapes"].list

@@ -37,6 +37,7 @@ from asyncflow.ops import (  # noqa: F401
     dataset_more,
     dataset_ops,
     dataset_ragged,
+    dataset_service_ops,
     dataset_snapshot,
     dataset_sql,
     dense_table_ops,

@@ -9,6 +9,7 @@ ops/dataset_pipeline.py.
 
 from asyncflow.data import experimental
 from asyncflow.data import remote as _remote
+from asyncflow.data import service as _service
 from asyncflow.data import type_specs as _type_specs
 from asyncflow.data.calls import function_caller as _function_caller
 from asyncflow.data.dataset import (
@@ -38,6 +39,7 @@ for _name in _type_specs.__all__:
     if _name not in ("DatasetSpec", "NumpyIterator"):
         setattr(experimental, _name, getattr(_type_specs, _name))
 _pipeline.PREFETCH_HOOK = _remote.prefetch_hook
+experimental.service = _service  # (tf.data.experimental.service)
 
 
 __all__ = [

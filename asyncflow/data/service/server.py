@@ -1,0 +1,301 @@
+"""`DispatchServer` and `WorkerServer`: the tf.data service's servers, each serving on
+an event loop and thread of its own (as `tf.train.Server`), and their configs.
+
+`DispatchServer(config).target` is "grpc://localhost:PORT" as TF prints it; the
+protocol is asyncflow's own authenticated TCP (asyncflow/distributed/wire.py), named
+"grpc" so TF programs run unchanged.  Every process of one service shares the cluster
+secret (`wire.cluster_secret()`): a peer without it is refused before anything it sends
+is read.
+
+Not supported (TF's fault tolerance): `work_dir` and `fault_tolerant_mode=True` (the
+dispatcher keeps its state in memory only), and `worker_addresses` (any worker may
+join).  They raise UnimplementedError rather than being ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+
+from asyncflow import errors
+from asyncflow.data.service.client import parse_address
+from asyncflow.data.service.dispatcher import Dispatcher
+from asyncflow.data.service.worker import Worker
+from asyncflow.distributed import wire
+from asyncflow.distributed.server import bind_host, new_loop
+
+__all__ = ["DispatchServer", "DispatcherConfig", "WorkerConfig", "WorkerServer"]
+
+_DISPATCHER_FIELDS = (
+    "port",
+    "protocol",
+    "work_dir",
+    "fault_tolerant_mode",
+    "worker_addresses",
+    "job_gc_check_interval_ms",
+    "job_gc_timeout_ms",
+    "worker_timeout_ms",
+    "worker_max_concurrent_snapshots",
+)
+
+
+class DispatcherConfig(collections.namedtuple("DispatcherConfig", _DISPATCHER_FIELDS)):
+    """A tf.data service dispatcher's configuration (TF's fields and defaults).
+
+    port: the port to bind (0: a free one).  protocol: "grpc".  work_dir and
+    fault_tolerant_mode: TF's journal (only None / False here).  worker_addresses:
+    TF's fixed worker list (only None here).  The rest are TF's timing knobs, kept for
+    their values.
+    """
+
+    def __new__(
+        cls,
+        port=0,
+        protocol=None,
+        work_dir=None,
+        fault_tolerant_mode=False,
+        worker_addresses=None,
+        job_gc_check_interval_ms=None,
+        job_gc_timeout_ms=None,
+        worker_timeout_ms=None,
+        worker_max_concurrent_snapshots=0,
+    ):
+        return super().__new__(
+            cls,
+            port,
+            protocol or "grpc",
+            work_dir,
+            fault_tolerant_mode,
+            worker_addresses,
+            job_gc_check_interval_ms or 0,
+            job_gc_timeout_ms or 0,
+            worker_timeout_ms,
+            worker_max_concurrent_snapshots,
+        )
+
+
+_WORKER_FIELDS = (
+    "dispatcher_address",
+    "worker_address",
+    "port",
+    "protocol",
+    "heartbeat_interval_ms",
+    "dispatcher_timeout_ms",
+    "data_transfer_protocol",
+    "data_transfer_address",
+)
+
+
+class WorkerConfig(collections.namedtuple("WorkerConfig", _WORKER_FIELDS)):
+    """A tf.data service worker's configuration (TF's fields and defaults).
+
+    dispatcher_address: "host:port" of the dispatcher (no protocol prefix).
+    worker_address: the address consumers dial, "%port%" standing for the bound port.
+    """
+
+    def __new__(
+        cls,
+        dispatcher_address,
+        worker_address=None,
+        port=0,
+        protocol=None,
+        heartbeat_interval_ms=None,
+        dispatcher_timeout_ms=None,
+        data_transfer_protocol=None,
+        data_transfer_address=None,
+    ):
+        return super().__new__(
+            cls,
+            dispatcher_address,
+            worker_address or "localhost:%port%",
+            port,
+            protocol or "grpc",
+            heartbeat_interval_ms or 0,
+            dispatcher_timeout_ms or 0,
+            data_transfer_protocol,
+            data_transfer_address or "localhost:%dts_port%",
+        )
+
+
+class _LoopThread:
+    """A server's own event loop, run on a daemon thread until stopped."""
+
+    def __init__(self, name: str):
+        self.loop = new_loop()
+        self.stopped = threading.Event()
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._serve, args=(ready,), name=name, daemon=True)
+        self.thread.start()
+        ready.wait()
+
+    def _serve(self, ready) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(ready.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.stopped.set()
+
+    def run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self, close) -> None:
+        if self.loop.is_closed():
+            return
+
+        def shutdown():
+            close()
+            self.loop.call_later(0.05, self.loop.stop)  # (let the aborts reach the sockets)
+
+        self.loop.call_soon_threadsafe(shutdown)
+        self.thread.join()
+        self.loop.close()
+
+
+def _check_protocol(protocol) -> None:
+    if protocol not in ("grpc", "grpc+local"):
+        raise ValueError(
+            f"Unsupported tf.data service protocol {protocol!r}: asyncflow's service "
+            "speaks 'grpc' (its own authenticated TCP protocol)"
+        )
+
+
+class DispatchServer:
+    """A tf.data service dispatcher (TF's `tf.data.experimental.service.DispatchServer`).
+
+    Args:
+      config: a DispatcherConfig (default: a free port).
+      start: start serving now.
+
+    Raises:
+      UnimplementedError: for `work_dir`, `fault_tolerant_mode` or `worker_addresses`.
+      UnavailableError (at start): when the port cannot be bound.
+    """
+
+    def __init__(self, config=None, start=True):
+        config = config if config is not None else DispatcherConfig()
+        _check_protocol(config.protocol)
+        if config.work_dir or config.fault_tolerant_mode or config.worker_addresses:
+            raise errors.UnimplementedError(
+                None, None, "asyncflow's tf.data service dispatcher keeps no journal and "
+                "takes any worker: work_dir, fault_tolerant_mode and worker_addresses are "
+                "not supported"
+            )  # fmt: skip
+        self._config = config
+        self._secret = wire.cluster_secret()
+        self._dispatcher: Dispatcher | None = None
+        self._thread: _LoopThread | None = None
+        self._port = None
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start serving (a no-op when already started).
+
+        Raises UnavailableError when the port cannot be bound."""
+        if self._thread is not None:
+            return
+        self._thread = _LoopThread("asyncflow-data-dispatcher")
+        self._dispatcher = Dispatcher(self._secret)
+        try:
+            self._port = self._thread.run(self._dispatcher.start("0.0.0.0", self._config.port))
+        except OSError as e:
+            self._stop()
+            raise wire.unavailable(
+                f"Could not start a tf.data service dispatcher on port {self._config.port}: {e}"
+            ) from None
+
+    def join(self) -> None:
+        """Block until the server stops."""
+        if self._thread is not None:
+            self._thread.stopped.wait()
+
+    def stop(self) -> None:
+        """Stop serving: connections close, consumers and workers see it lost."""
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._thread is not None and self._dispatcher is not None:
+            self._thread.stop(self._dispatcher.close)
+
+    @property
+    def target(self) -> str:
+        """The address `distribute` and `register_dataset` take: "grpc://localhost:PORT"."""
+        return f"{self._config.protocol}://localhost:{self._port}"
+
+    @property
+    def _address(self) -> str:
+        return f"localhost:{self._port}"
+
+    def __repr__(self) -> str:
+        return f"<DispatchServer {self.target}>"
+
+
+class WorkerServer:
+    """A tf.data service worker (TF's `tf.data.experimental.service.WorkerServer`).
+
+    Args:
+      config: a WorkerConfig naming the dispatcher.
+      start: start serving (and register with the dispatcher) now.
+
+    Raises:
+      UnavailableError (at start): when the dispatcher cannot be reached or the port
+        cannot be bound.
+    """
+
+    def __init__(self, config, start=True):
+        _check_protocol(config.protocol)
+        if not isinstance(config.dispatcher_address, str) or not config.dispatcher_address:
+            raise ValueError("Must specify a `dispatcher_address`.")
+        self._config = config
+        self._secret = wire.cluster_secret()
+        self._worker: Worker | None = None
+        self._thread: _LoopThread | None = None
+        self._port = None
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start serving and register with the dispatcher (a no-op when started).
+
+        Raises UnavailableError when the dispatcher cannot be reached."""
+        if self._thread is not None:
+            return
+        parse_address(self._config.dispatcher_address)  # (InvalidArgumentError first)
+        self._thread = _LoopThread("asyncflow-data-worker")
+        self._worker = Worker(self._secret)
+        dispatcher = self._config.dispatcher_address.partition("://")
+        dispatcher = dispatcher[2] if dispatcher[1] else dispatcher[0]
+        host = bind_host(self._config.worker_address.rpartition(":")[0].strip("[]"))
+        try:
+            self._port = self._thread.run(
+                self._worker.start(
+                    host, self._config.port, dispatcher, self._config.worker_address
+                )
+            )
+        except (OSError, errors.OpError) as e:
+            self._stop()
+            if isinstance(e, errors.OpError):
+                raise
+            raise wire.unavailable(f"Could not start a tf.data service worker: {e}") from None
+
+    def join(self) -> None:
+        """Block until the server stops."""
+        if self._thread is not None:
+            self._thread.stopped.wait()
+
+    def stop(self) -> None:
+        """Stop serving: its tasks end, consumers reading them see it lost."""
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._thread is not None and self._worker is not None:
+            self._thread.stop(self._worker.close)
+
+    @property
+    def _address(self) -> str:
+        return f"localhost:{self._port}"
+
+    def __repr__(self) -> str:
+        return f"<WorkerServer {self._address}>"

@@ -1,0 +1,453 @@
+"""The tf.data service's worker: it produces the elements of its tasks for consumers.
+
+A worker serves consumers' `get` requests on its own port and keeps one connection to
+the dispatcher, which it opens, registers on (getting a task of every live job) and
+over which the dispatcher sends it new tasks and tasks to drop.  A task's elements come
+from one pass of its dataset, imported from the GraphDef the dispatcher holds, run in
+a session of this worker on its loop: with DYNAMIC sharding the pass's sources yield
+only the splits the dispatcher hands this worker (`_with_splits`: an element of a
+range or of tensor slices, a file of a file source, the whole of a generator; each
+input of a zip split apart, as TF's).
+
+Consumers of a task share its stream: each element goes to one `get`.  With
+`num_consumers` (coordinated reads), the stream is cut into rounds of one element per
+consumer; consumer c gets element c of every round it asks for (TF's round-robin
+reads, which need an infinite dataset).
+
+Invariants: a task's producer is started by its first `get` and holds at most
+`_BUFFER` elements ahead; a dataset's imported graph and session live while a task of
+it does; a dropped task's producer is cancelled and its waiting `get`s fail with
+CancelledError; once a task's stream ended, every later `get` of it is answered
+end-of-sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import copy
+import itertools
+
+import numpy as np
+
+from asyncflow import errors
+from asyncflow.data.service import protocol as p
+from asyncflow.distributed import wire
+from asyncflow.distributed.cluster import split_address
+from asyncflow.ops import dataset_pipeline as pl
+
+__all__ = ["Worker"]
+
+_BUFFER = 8  # elements a task's producer keeps ready
+_TASK_WAIT_S = 2.0  # how long a `get` for a task not (yet) here waits for it
+_EOS = object()
+
+
+class _Task:
+    def __init__(self, worker: Worker, info: dict):
+        self.worker = worker
+        self.id = info["task"]
+        self.job = info["job"]
+        self.dataset = info["d"]
+        self.mode = info["mode"]
+        self.num_consumers = info["nc"]
+        self.queue: asyncio.Queue = asyncio.Queue(_BUFFER)
+        self.producer: asyncio.Task | None = None
+        self.ended = False
+        self.error: BaseException | None = None
+        self.rounds: dict[int, list] = {}  # coordinated reads: round -> its elements
+        self.taken: collections.Counter = collections.Counter()  # round -> consumers served
+        self.next_round = 0
+        self.round_lock = asyncio.Lock()
+
+    def start(self) -> None:
+        if self.producer is None:
+            self.producer = asyncio.ensure_future(self._produce())
+
+    async def _produce(self) -> None:
+        try:
+            value = await self.worker.dataset_value(self.dataset)
+            if self.num_consumers > 0 and value.cardinality() != -1:
+                raise errors.FailedPreconditionError(
+                    None, None, "Round robin reads require that the input dataset has "
+                    f"infinite cardinality, but the dataset has cardinality "
+                    f"{value.cardinality()}. Consider adding a `.repeat()` transformation "
+                    "to the dataset."
+                )  # fmt: skip
+            if self.mode == p.ShardingPolicy.DYNAMIC:
+                value = _with_splits(value, self)
+            elif self.mode != p.ShardingPolicy.OFF:
+                # Static sharding needs the dispatcher's fixed worker list, which this
+                # dispatcher never has (worker_addresses is refused): TF's error then.
+                raise errors.NotFoundError(
+                    None, None, "Failed to shard dataset in tf.data service: Worker "
+                    f"{self.worker.address} is not in the workers list. Got workers list ."
+                )  # fmt: skip
+            env = pl.Env(self.worker.session_for(self.dataset))
+            stream = value.iterate(env)
+            try:
+                async for elem in stream:
+                    await self.queue.put(elem)
+            finally:
+                await stream.aclose()
+        except asyncio.CancelledError:
+            raise
+        except errors.OpError as e:
+            self.error = e
+        except Exception as e:  # noqa: BLE001 - reported to consumers as TF's UnknownError
+            self.error = errors.UnknownError(None, None, f"{type(e).__name__}: {e}")
+        await self.queue.put(_EOS)
+
+    async def next_element(self):
+        """The stream's next element, or _EOS (for ever after the end); its error."""
+        if self.ended:
+            return _EOS
+        self.start()
+        elem = await self.queue.get()
+        if elem is _EOS:
+            self.ended = True
+            if self.error is not None:
+                raise self.error
+        return elem
+
+    async def get(self, consumer: int, round_: int):
+        if self.num_consumers <= 0:
+            return await self.next_element()
+        if not 0 <= consumer < self.num_consumers:
+            raise errors.InvalidArgumentError(
+                None, None, f"Consumer index {consumer} is out of range for "
+                f"{self.num_consumers} consumers"
+            )  # fmt: skip
+        async with self.round_lock:
+            while self.next_round <= round_:
+                elems = []
+                for _ in range(self.num_consumers):
+                    elem = await self.next_element()
+                    if elem is _EOS:
+                        break
+                    elems.append(elem)
+                full = len(elems) == self.num_consumers
+                self.rounds[self.next_round] = elems if full else None
+                self.next_round += 1
+        if round_ not in self.rounds:
+            raise errors.FailedPreconditionError(
+                None, None, f"Round {round_} of task {self.id} was already read by all "
+                "its consumers"
+            )  # fmt: skip
+        elems = self.rounds[round_]
+        self.taken[round_] += 1
+        if self.taken[round_] >= self.num_consumers:
+            del self.rounds[round_], self.taken[round_]
+        return _EOS if elems is None else elems[consumer]
+
+    def cancel(self) -> None:
+        if self.producer is not None:
+            self.producer.cancel()
+        self.ended = True
+        self.error = errors.CancelledError(None, None, f"Task {self.id} was cancelled")
+        while True:  # wake the `get`s waiting on it
+            try:
+                self.queue.put_nowait(_EOS)
+            except asyncio.QueueFull:
+                self.queue.get_nowait()
+                continue
+            break
+
+
+def _indexed(src) -> bool:
+    """Whether the source's element i can be made directly (each element a split)."""
+    if isinstance(src, pl.Zip):
+        return all(_indexed(d) for d in src.inputs)
+    if isinstance(src, pl.Concatenate):
+        return _indexed(src.first) and _indexed(src.second)
+    return isinstance(src, pl.Range | pl.TensorSlices | pl.Tensors)
+
+
+def _files(src) -> bool:
+    return isinstance(getattr(src, "paths", None), list) and not _indexed(src)
+
+
+def _count(src) -> int:
+    """The source's number of splits: its elements, its files, or 1 (the whole of a
+    source that cannot be split, such as a generator: one worker makes it all)."""
+    if isinstance(src, pl.Zip):
+        return min(_count(d) for d in src.inputs)
+    if isinstance(src, pl.Concatenate):
+        return _count(src.first) + _count(src.second)
+    if isinstance(src, pl.Range):
+        return len(src.r)
+    if isinstance(src, pl.TensorSlices):
+        return src.n
+    if isinstance(src, pl.Tensors):
+        return 1
+    return len(src.paths) if _files(src) else 1
+
+
+def _element(src, i: int) -> tuple:
+    if isinstance(src, pl.Zip):
+        return sum((_element(d, i) for d in src.inputs), ())
+    if isinstance(src, pl.Concatenate):
+        n = _count(src.first)
+        return _element(src.first, i) if i < n else _element(src.second, i - n)
+    if isinstance(src, pl.Range):
+        return (np.array(src.r[i], src.dtype),)
+    if isinstance(src, pl.Tensors):
+        return tuple(np.array(c, dtype=c.dtype, copy=True) for c in src.components)
+    return tuple(np.array(c[i], dtype=c.dtype, copy=True) for c in src.components)
+
+
+class _Splits(pl.DatasetValue):
+    """A source that yields the splits the dispatcher hands this worker: each element
+    of a range, of tensors or tensor slices, or of zips and concatenations of them is
+    a split; each file of a file dataset is one; any other source is one split."""
+
+    def __init__(self, source: pl.DatasetValue, task: _Task, provider: int):
+        self.source = source
+        self.task = task
+        self.provider = provider  # which of the pipeline's sources (a zip has several)
+        self.opened = 0  # passes over it: the input's repetition
+
+    async def iterate(self, env):
+        rep, self.opened = self.opened, self.opened + 1
+        src = self.source
+        n = _count(src)
+        worker, job = self.task.worker, self.task.job
+
+        def ask():  # (the next split is asked for while this one's elements are made)
+            return asyncio.ensure_future(worker.next_split(job, rep, n, self.provider))
+
+        nxt = ask()
+        try:
+            while True:
+                i = await nxt
+                if i is None:
+                    return
+                nxt = ask()
+                if _indexed(src):
+                    yield _element(src, i)
+                    continue
+                if _files(src):
+                    one = copy.copy(src)
+                    one.paths = [src.paths[i]]
+                else:
+                    one = src
+                async for elem in one.iterate(env):
+                    yield elem
+        finally:
+            nxt.cancel()
+            nxt.add_done_callback(_retrieved)
+
+
+def _with_splits(value: pl.DatasetValue, task: _Task, providers=None) -> pl.DatasetValue:
+    """`value` with each of its sources replaced by the dispatcher's splits (DYNAMIC
+    sharding): the end of its chain of `input`s, or each input of a zip there (each
+    with splits of its own, as TF's zip: a worker pairs the splits it got of each)."""
+    providers = providers if providers is not None else itertools.count()
+    stage = _in_process(value)
+    inner = getattr(stage, "input", None)
+    if isinstance(inner, pl.DatasetValue):
+        stage = copy.copy(stage)
+        stage.input = _with_splits(inner, task, providers)
+        return stage
+    if isinstance(stage, pl.Zip) and not _indexed(stage):
+        stage = copy.copy(stage)
+        stage.inputs = [_with_splits(d, task, providers) for d in stage.inputs]
+        return stage
+    if isinstance(stage, pl.Zip):  # (of indexed sources: each with its own splits)
+        stage = copy.copy(stage)
+        stage.inputs = [_Splits(d, task, next(providers)) for d in stage.inputs]
+        return stage
+    return _Splits(stage, task, next(providers))
+
+
+def _retrieved(fut) -> None:
+    if not fut.cancelled():
+        fut.exception()  # (a split asked for ahead and not wanted: at most once)
+
+
+def _in_process(stage: pl.DatasetValue) -> pl.DatasetValue:
+    """`stage`, or the in-process form of a prefetch served by an input worker process
+    (asyncflow/data/remote.py): its source must ask this worker for splits."""
+    local = getattr(stage, "local", None)
+    return local if isinstance(local, pl.DatasetValue) else stage
+
+
+class Worker:
+    """A worker on the running loop (`await start(host, port, dispatcher)`, `close()`)."""
+
+    def __init__(self, secret: bytes, tls=None):
+        self.secret = secret
+        self.tls = tls
+        self.tasks: dict[int, _Task] = {}
+        self.graphs: dict[str, tuple] = {}  # dataset id -> (graph, session, dataset tensor)
+        self._loading: dict[str, asyncio.Future] = {}
+        self.dispatcher: wire.Connection | None = None
+        self.connections: set[wire.Connection] = set()
+        self.server = None
+        self.address = ""
+        self._requests: set[asyncio.Task] = set()
+        self._task_added = asyncio.Event()
+        self._dropped: collections.deque = collections.deque(maxlen=1 << 12)  # recent drops
+
+    async def start(self, host: str, port: int, dispatcher: str, worker_address: str) -> int:
+        """Serve on host:port and register with the dispatcher at `dispatcher`; the
+        port.  `worker_address` is what consumers dial ("%port%" becomes the port).
+
+        Raises UnavailableError when the dispatcher cannot be reached."""
+        loop = asyncio.get_running_loop()
+        kw = {}
+        if self.tls is not None:
+            kw = {
+                "ssl": self.tls.server_context(),
+                "ssl_handshake_timeout": wire.HANDSHAKE_TIMEOUT,
+            }
+        self.server = await loop.create_server(self._new_connection, host, port, **kw)
+        port = self.server.sockets[0].getsockname()[1]
+        self.address = worker_address.replace("%port%", str(port))
+        dhost, dport = split_address(dispatcher)
+        self.dispatcher = await wire.connect(
+            dhost, dport, self.secret, self.on_frame, self._dispatcher_lost, tls=self.tls
+        )
+        reply, _ = await p.call(self.dispatcher, "worker", {"addr": self.address})
+        for info in reply.get("tasks", []):
+            self._add_task(info)
+        return port
+
+    def _new_connection(self) -> wire.Connection:
+        conn = wire.Connection(self.secret, True, self.on_frame, self._client_lost)
+        self.connections.add(conn)
+        return conn
+
+    def _client_lost(self, conn, error) -> None:
+        self.connections.discard(conn)
+
+    def _dispatcher_lost(self, conn, error) -> None:
+        pass  # (elements of tasks it has keep being served; no new tasks come)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for task in self.tasks.values():
+            task.cancel()
+        for req in self._requests:
+            req.cancel()
+        err = errors.UnavailableError(None, None, f"tf.data service worker {self.address} stopped")
+        for conn in list(self.connections):
+            conn.abort(err)
+        if self.dispatcher is not None:
+            self.dispatcher.abort(err)
+        for _, session, _ in self.graphs.values():
+            session.close()
+
+    def on_frame(self, conn, kind, rid, meta, payload) -> None:
+        if kind != wire.RUN:
+            raise errors.InvalidArgumentError(None, None, f"Unexpected frame kind {kind}")
+        method = meta.get("m")
+        if method == "get":
+            req = asyncio.ensure_future(p.answer_async(conn, rid, self._get(meta)))
+            self._requests.add(req)
+            req.add_done_callback(self._requests.discard)
+        elif method == "task" and conn is self.dispatcher:
+            p.answer(conn, rid, self._task, meta)
+        elif method == "drop" and conn is self.dispatcher:
+            p.answer(conn, rid, self._drop, meta)
+        else:
+            p.answer(conn, rid, _refused, method)
+
+    def _task(self, meta):
+        self._add_task(meta)
+        return {}, None
+
+    def _add_task(self, info) -> None:
+        if not isinstance(info, dict):
+            raise p.bad("task")
+        p.check_int(info, "task", None, 0)
+        p.check_int(info, "job", None, 0)
+        p.check_str(info, "d")
+        p.check_int(info, "mode", None, 0, 5)
+        p.check_int(info, "nc", None, 0, 1 << 20)
+        if info["task"] not in self.tasks:
+            self.tasks[info["task"]] = _Task(self, info)
+            self._task_added.set()
+
+    def _drop(self, meta):
+        task_id = p.check_int(meta, "task", None, 0)
+        self._dropped.append(task_id)
+        task = self.tasks.pop(task_id, None)
+        if task is not None:
+            task.cancel()
+            if all(t.dataset != task.dataset for t in self.tasks.values()):
+                # (its last task: the dataset's graph and session go until a task needs them)
+                self._loading.pop(task.dataset, None)
+                entry = self.graphs.pop(task.dataset, None)
+                if entry is not None:
+                    entry[1].close()
+        return {}, None
+
+    async def _get(self, meta):
+        task_id = p.check_int(meta, "task", None, 0)
+        consumer = p.check_int(meta, "c", -1)
+        round_ = p.check_int(meta, "r", 0, 0)
+        task = await self._task_by_id(task_id)
+        if task is None:
+            return {"gone": True}, None
+        elem = await task.get(consumer, round_)
+        if elem is _EOS:
+            return {"eos": True}, None
+        return {}, list(elem)
+
+    async def _task_by_id(self, task_id: int) -> _Task | None:
+        """Task `task_id`, waiting a little for it: a consumer may learn of a task from
+        the dispatcher before the dispatcher's message creating it reaches here; None
+        when it does not come (a task dropped, or never ours)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _TASK_WAIT_S
+        while task_id not in self.tasks:
+            left = deadline - loop.time()
+            if left <= 0 or task_id in self._dropped:
+                return None
+            self._task_added.clear()
+            try:
+                await asyncio.wait_for(self._task_added.wait(), left)
+            except TimeoutError:
+                pass
+        return self.tasks[task_id]
+
+    # -- datasets
+    async def dataset_value(self, dataset: str) -> pl.DatasetValue:
+        """A fresh value of dataset `dataset` (its graph fetched and imported once)."""
+        entry = self.graphs.get(dataset)
+        if entry is None:
+            fut = self._loading.get(dataset)
+            if fut is None:
+                fut = self._loading[dataset] = asyncio.ensure_future(self._load(dataset))
+            entry = await asyncio.shield(fut)
+        _, session, tensor = entry
+        value = await session.arun(tensor)
+        return value[()] if isinstance(value, np.ndarray) else value
+
+    def session_for(self, dataset: str):
+        return self.graphs[dataset][1]
+
+    async def _load(self, dataset: str):
+        import asyncflow as af  # (the whole API: the graph may use any op)
+
+        reply, payload = await p.call(self.dispatcher, "dataset", {"d": dataset})
+        graph = p.read_graph(reply, payload)
+        g = af.Graph()
+        with g.as_default():
+            af.import_graph_def(graph, name="")
+        tensor = g.get_tensor_by_name(p.check_str(reply, "out"))
+        entry = self.graphs[dataset] = (g, af.Session(graph=g), tensor)
+        return entry
+
+    async def next_split(self, job: int, rep: int, n: int, provider: int = 0) -> int | None:
+        meta = {"job": job, "rep": rep, "n": n, "src": provider}
+        reply, _ = await p.call(self.dispatcher, "split", meta)
+        if reply.get("end"):
+            return None
+        return p.check_int(reply, "i", None, 0, n - 1)
+
+
+def _refused(method):
+    raise errors.UnimplementedError(None, None, f"Unknown tf.data service method {method!r}")
