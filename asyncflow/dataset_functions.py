@@ -108,6 +108,8 @@ def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> 
         fdef = functions[fname]
         sig = fdef.signature
         types_attr = "Tcaptured" if nd.op == "BatchFunction" else _capture_types_attr(attr)
+        if types_attr not in nd.attr and f"T{attr}_args" in nd.attr:
+            types_attr = f"T{attr}_args"  # (the snapshot ops: Tshard_func_args, ...)
         n_captures = len(nd.attr[types_attr].list.type) if types_attr in nd.attr else 0
         if n_captures > len(sig.input_arg):
             raise ValueError(
@@ -212,7 +214,8 @@ def _variants_as_strings(nd: NodeDef) -> None:
 # GraphDef still round-trips here, and TF then rejects that one node.
 
 _TF_ATTR = {"f": "f", "key": "key_func", "reduce": "reduce_func", "size": "window_size_func",
-            "init": "init_func", "finalize": "finalize_func"}  # fmt: skip
+            "init": "init_func", "finalize": "finalize_func", "shard": "shard_func",
+            "reader": "reader_func"}  # fmt: skip
 _PREDICATE_OPS = ("FilterDataset", "TakeWhileDataset")
 _DATASET_INPUTS = frozenset(
     ["input_dataset", "another_dataset", "input_datasets", "selector_input_dataset",
