@@ -437,6 +437,11 @@ def attr_value(value: Any) -> AttrValue:
     """
     av = AttrValue()
     if isinstance(value, list | tuple):
+        # A list inside a list attr can only be a shape (AttrValue has no nested lists):
+        # tf.raw_ops callers write output_shapes=[[]] or [[2, None]], as TF accepts.
+        value = [
+            tensor_shape.TensorShape(v) if isinstance(v, list | tuple) else v for v in value
+        ]
         kinds = {_kind(v) for v in value}
         if kinds == {"i", "f"}:
             kinds = {"f"}  # as TF, a list mixing ints and floats is a list(float)
