@@ -172,34 +172,52 @@ def _all_to_all_shape(op):
     for name, axis in (("concat_dimension", concat), ("split_dimension", split)):
         if not 0 <= axis < len(dims):
             raise ValueError(f"{name} {axis} is out of range of input rank {len(dims)}")
-    if dims[split] is not None and dims[split] % count:
+    if None in dims:  # (TF's: an unknown size leaves the whole shape unknown)
+        return [_UNKNOWN]
+    if dims[split] % count:
         raise ValueError(f"input dimension {dims[split]} not divisible by split_count {count}")
-    if dims[concat] is not None:
-        dims[concat] *= count
-    if dims[split] is not None:
-        dims[split] //= count
+    dims[concat] *= count
+    dims[split] //= count
     return [TensorShape(dims)]
 
 
+def _check_axis(axis: int, rank: int) -> None:
+    if not 0 <= axis < rank:
+        raise ValueError(f"Cannot partition dim {axis} of rank {rank} tensor.")
+
+
+def _split(size, n: int):
+    if size is None:
+        return None
+    if size % n:
+        raise ValueError(
+            f"Dimension size must be evenly divisible by {n} but is {size}\n\tNumber of "
+            "ways to split should evenly divide the split dimension"
+        )
+    return size // n
+
+
 def _partitioned_input_shape(op):
-    merged = _merge([t.shape for t in op.inputs])
+    try:
+        merged = _merge(t.shape for t in op.inputs)
+    except ValueError as e:
+        raise ValueError(f"{e}\n\tFrom merging shape 0 with other shapes.") from None
     axis = op._attr("partition_dim")
     if merged.rank is None or axis == -1:
         return [merged]
     dims = merged.as_list()
-    if not 0 <= axis < len(dims):
-        raise ValueError(f"Cannot partition dim {axis} of a rank {len(dims)} shape")
+    _check_axis(axis, len(dims))
     dims[axis] = None if dims[axis] is None else dims[axis] * len(op.inputs)
     return [TensorShape(dims)]
 
 
 def _partitioned_input_v2_shape(op):
-    merged = _merge([t.shape for t in op.inputs])
+    # (TF's takes the first partition's shape as every partition's.)
+    first = op.inputs[0].shape
     parts = list(op._attr("partition_dims"))
-    if merged.rank is None or not parts:
-        return [merged]
-    dims = [None if d is None else d * p for d, p in zip(merged.as_list(), parts)]
-    return [TensorShape(dims)]
+    if first.rank is None or not parts:
+        return [first]
+    return [TensorShape([None if d is None else d * p for d, p in zip(first.as_list(), parts)])]
 
 
 def _partitioned_output_shape(op):
@@ -207,8 +225,8 @@ def _partitioned_output_shape(op):
     n = op._attr("num_splits")
     if dims is not None:
         axis = op._attr("partition_dim")
-        if dims[axis] is not None:
-            dims[axis] //= n
+        _check_axis(axis, len(dims))
+        dims[axis] = _split(dims[axis], n)
     return [TensorShape(dims)] * n
 
 
@@ -216,7 +234,7 @@ def _partitioned_output_v2_shape(op):
     dims = _dims(op.inputs[0].shape)
     parts = list(op._attr("partition_dims"))
     if dims is not None and parts:
-        dims = [None if d is None else d // p for d, p in zip(dims, parts)]
+        dims = [_split(d, p) for d, p in zip(dims, parts)]
     return [TensorShape(dims)] * op._attr("num_splits")
 
 
