@@ -67,15 +67,9 @@ def test_opdef_as_tf(name):
     assert op_def.stateful == want["stateful"]
 
 
-def _outcomes():
-    with tf.Graph().as_default():
-        pass
-    return dict(tpu_raw_ops_cases.run(tf, _OPDEFS))
-
-
 @pytest.fixture(scope="module")
 def outcomes():
-    return _outcomes()
+    return dict(tpu_raw_ops_cases.run(tf, _OPDEFS))
 
 
 def _comparable(outcome: str) -> str:
