@@ -140,6 +140,7 @@ from asyncflow.ops import (  # noqa: F401
     tf2_graph_ops,
     top_misc_ops,
     tpu_ops,
+    tpu_raw_ops,
     training_extra_ops,
     training_ops,
     uniform_quant_ops,

@@ -27,6 +27,7 @@ __all__ = [
     "configure_distributed_tpu",
     "configure_tpu_embedding",
     "cross_replica_sum",
+    "kernel_nowhere",
     "shutdown_distributed_tpu",
     "tpu_compilation_result",
     "tpu_replicate_metadata",
@@ -42,6 +43,10 @@ def _attr_text(value) -> str:
         return f'"{value}"'
     if isinstance(value, bytes):
         return f'"{value.decode(errors="replace")}"'
+    if isinstance(value, TensorShape):  # (TF's shape text: [2,?], or <unknown>)
+        if value.rank is None:
+            return "<unknown>"
+        return "[" + ",".join("?" if d is None else str(d) for d in value.as_list()) + "]"
     if hasattr(value, "as_datatype_enum"):
         return DataType.Name(value.as_datatype_enum)
     if isinstance(value, (list, tuple)):
@@ -66,7 +71,9 @@ async def _refuse(ctx, *inputs):
     raise _no_kernel_error(ctx.op)
 
 
-def _kernel_nowhere(op_def) -> None:
+def kernel_nowhere(op_def) -> None:
+    """Registers `op_def` as TF's CPU build has it: no kernel on any device (running it
+    raises TF's "No OpKernel was registered" InvalidArgumentError)."""
     op_def.kernel("CPU")(_refuse)
     op_def.no_kernel_error = _no_kernel_error
 
@@ -83,7 +90,7 @@ CrossReplicaSum = register_op(
     shape_fn=lambda op: [op.inputs[0].shape],
     stateful=True,
 )
-_kernel_nowhere(CrossReplicaSum)
+kernel_nowhere(CrossReplicaSum)
 
 
 @CrossReplicaSum.gradient
@@ -123,12 +130,12 @@ ConfigureDistributedTPU = register_op(
     shape_fn=lambda op: [TensorShape([])],
     stateful=True,
 )
-_kernel_nowhere(ConfigureDistributedTPU)
+kernel_nowhere(ConfigureDistributedTPU)
 
 ShutdownDistributedTPU = register_op(
     "ShutdownDistributedTPU", shape_fn=lambda op: [], stateful=True
 )
-_kernel_nowhere(ShutdownDistributedTPU)
+kernel_nowhere(ShutdownDistributedTPU)
 
 
 def configure_distributed_tpu(name=None, **attrs):
@@ -189,7 +196,7 @@ TPUReplicatedInput = register_op(
     },  # fmt: skip
     shape_fn=lambda op: [_merged_shape(op)],
 )
-_kernel_nowhere(TPUReplicatedInput)
+kernel_nowhere(TPUReplicatedInput)
 
 TPUReplicatedOutput = register_op(
     "TPUReplicatedOutput",
@@ -198,7 +205,7 @@ TPUReplicatedOutput = register_op(
     attrs={"num_replicas": REQUIRED, "T": ANY},
     shape_fn=lambda op: [op.inputs[0].shape] * op._attr("num_replicas"),
 )
-_kernel_nowhere(TPUReplicatedOutput)
+kernel_nowhere(TPUReplicatedOutput)
 
 TPUReplicateMetadata = register_op(
     "TPUReplicateMetadata",
@@ -219,17 +226,17 @@ TPUReplicateMetadata = register_op(
     },
     shape_fn=lambda op: [],
 )
-_kernel_nowhere(TPUReplicateMetadata)
+kernel_nowhere(TPUReplicateMetadata)
 
 TPUCompilationResult = register_op(
     "TPUCompilationResult", outputs=["output: string"], shape_fn=lambda op: [TensorShape([])]
 )
-_kernel_nowhere(TPUCompilationResult)
+kernel_nowhere(TPUCompilationResult)
 
 ConfigureTPUEmbedding = register_op(
     "ConfigureTPUEmbedding", attrs={"config": REQUIRED}, shape_fn=lambda op: [], stateful=True
 )
-_kernel_nowhere(ConfigureTPUEmbedding)
+kernel_nowhere(ConfigureTPUEmbedding)
 
 
 def configure_tpu_embedding(config, name=None):

@@ -7,6 +7,9 @@ is neither in CASES nor in ALLOWLIST fails `test_every_gradient_has_a_case`.
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -86,6 +89,12 @@ ALLOWLIST = {
 
 # Ops TF 2.21 registers no gradient for (neither a function nor NotDifferentiable):
 # tf.gradients through them raises LookupError there, so here too.
+def _tpu_raw_ops_without_gradient() -> list[str]:
+    record = pathlib.Path(__file__).parent / "fixtures" / "tpu_raw_ops_tf.json"
+    gradients = json.loads(record.read_text())["gradients"]
+    return [name for name, has in gradients.items() if has == "none"]
+
+
 TF_NO_GRADIENT = {
     # TF 2.21 registers none for these s27 raw ops either
     **{
@@ -294,6 +303,10 @@ TF_NO_GRADIENT = {
     **dict.fromkeys(
         ["Batch", "BatchFunction", "Unbatch", "UnbatchGrad"],
         "tests/test_batch_ops.py::test_tf_graph_def_runs_here_and_ours_has_tf_form",
+    ),
+    # the TPU/XLA raw ops TF registers no gradient for (recorded)
+    **dict.fromkeys(
+        _tpu_raw_ops_without_gradient(), "tests/test_tpu_raw_ops.py::test_gradients_as_in_tf"
     ),
 }
 

@@ -3,6 +3,8 @@ a gradient or an explicit not-differentiable mark; kernels are registered once (
 generic kernel for every device, or one per device type whose code differs)."""
 
 import inspect
+import json
+import pathlib
 
 import pytest
 
@@ -52,6 +54,9 @@ _GRADIENT_PENDING = {
 # Ops TF 2.21 itself registers no gradient for (LookupError there too; tested in
 # tests/test_image.py::test_no_gradient_where_tf_has_none and, for Conv,
 # tests/ops/test_sem18b_kernel_tests.py::test_conv_op_has_no_gradient_as_in_tf).
+_TPU_RAW_GRADIENTS = json.loads(
+    (pathlib.Path(__file__).parent / "fixtures" / "tpu_raw_ops_tf.json").read_text()
+)["gradients"]
 _TF_NO_GRADIENT = {
     "ResizeArea",
     "AdjustContrastv2",
@@ -257,6 +262,8 @@ _TF_NO_GRADIENT = {
     "BatchFunction",
     "Unbatch",
     "UnbatchGrad",
+    # (tests/test_tpu_raw_ops.py::test_gradients_as_in_tf)
+    *(n for n, has in _TPU_RAW_GRADIENTS.items() if has == "none"),
 }
 
 
