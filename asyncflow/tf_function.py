@@ -45,10 +45,16 @@ import numpy as np
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.composite_specs import IndexedSlicesSpec, RaggedTensorSpec, type_spec_from_value
 from asyncflow.dataset_functions import FUNCTION_LIST_ATTRS
+from asyncflow.extension_type import ExtensionTypeSpec
 from asyncflow.framework_extras import TensorSpec
 from asyncflow.graph import GraphKeys
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import array_ops
+from asyncflow.ragged import RaggedTensor
+from asyncflow.sparse_tensor import SparseTensor, SparseTensorSpec
+from asyncflow.type_spec import TypeSpec
 from asyncflow.tf_function_export import record_call
 from asyncflow.variables import Variable, variable_creator_scope
 
@@ -201,12 +207,14 @@ class _Literal:
 
 
 def _spec_of(x, name=None):
-    if isinstance(x, TensorSpec):
+    if isinstance(x, TypeSpec):
         return x
     if isinstance(x, ops.Tensor):
         return TensorSpec(x.shape, x.dtype.base_dtype, name)
     if isinstance(x, np.ndarray):
         return TensorSpec(x.shape, dtypes.as_dtype(x.dtype), name)
+    if nest.is_composite(x):
+        return type_spec_from_value(x)
     return _Literal(x)
 
 
@@ -225,17 +233,110 @@ def _subtype(spec, trace_spec) -> bool:
         if got.rank != want.rank:
             return False
         return all(w is None or w == g for w, g in zip(want.as_list(), got.as_list()))
+    if isinstance(spec, TypeSpec) and isinstance(trace_spec, TypeSpec):
+        return spec.is_subtype_of(trace_spec)
     return spec == trace_spec
 
 
 def _relaxed(spec, trace_spec):
     """The most specific type both fit (reduce_retracing), or None."""
-    if not (isinstance(spec, TensorSpec) and isinstance(trace_spec, TensorSpec)):
-        return spec if spec == trace_spec else None
-    if spec.dtype != trace_spec.dtype:
-        return None
-    shape = spec.shape.most_specific_compatible_shape(trace_spec.shape)
-    return TensorSpec(shape, spec.dtype)
+    if isinstance(spec, TypeSpec) and isinstance(trace_spec, TypeSpec):
+        if isinstance(spec, TensorSpec) and isinstance(trace_spec, TensorSpec):
+            if spec.dtype != trace_spec.dtype:
+                return None
+            shape = spec.shape.most_specific_compatible_shape(trace_spec.shape)
+            return TensorSpec(shape, spec.dtype)
+        return spec.most_specific_common_supertype([trace_spec])
+    return spec if spec == trace_spec else None
+
+
+# -- composite arguments and results (TF's expand_composites) ----------------------------
+# A SparseTensor, RaggedTensor, IndexedSlices or ExtensionType argument is keyed by its
+# TypeSpec; the trace gets one Placeholder per component tensor (shaped as the spec's
+# components: any value of the spec fits) and the composite is rebuilt from them.  A
+# composite result leaves as its components and is rebuilt around the call's outputs.
+
+
+def _component_specs(spec) -> list | None:
+    """The TensorSpecs of `spec`'s components, in TF's order; None where asyncflow does
+    not know them (a value's own component shapes are used then)."""
+    if isinstance(spec, TensorSpec):
+        return [spec]
+    i64 = dtypes.int64
+    if isinstance(spec, SparseTensorSpec):
+        rank = spec.shape.rank
+        return [TensorSpec([None, rank], i64), TensorSpec([None], spec.dtype),
+                TensorSpec([rank], i64)]  # fmt: skip
+    if isinstance(spec, RaggedTensorSpec):
+        shape, rr = spec.shape, spec.ragged_rank
+        if rr == 0:
+            return [TensorSpec(shape, spec.dtype)]
+        if shape.rank is None:
+            flat = tensor_shape.unknown_shape()
+        else:
+            flat = tensor_shape.TensorShape([None]).concatenate(shape[rr + 1 :])
+        outer = None if shape.rank is None or shape[0].value is None else shape[0].value + 1
+        splits = [TensorSpec([outer], spec.row_splits_dtype)]
+        splits += [TensorSpec([None], spec.row_splits_dtype) for _ in range(rr - 1)]
+        return [TensorSpec(flat, spec.dtype), *splits]
+    if isinstance(spec, IndexedSlicesSpec):
+        shape, values_dtype, indices_dtype, dense_dtype, indices_shape = spec._serialize()
+        values_shape = indices_shape[:1].concatenate(shape[1:]) if shape.rank else indices_shape
+        out = [TensorSpec(values_shape, values_dtype), TensorSpec(indices_shape, indices_dtype)]
+        if dense_dtype is not None:
+            out.append(TensorSpec([shape.rank], dense_dtype))
+        return out
+    if isinstance(spec, ExtensionTypeSpec):
+        out = []
+        for leaf in nest.flatten(list(spec._serialize())):
+            if isinstance(leaf, TypeSpec):
+                inner = _component_specs(leaf)
+                if inner is None:
+                    return None
+                out.extend(inner)
+        return out
+    return None
+
+
+def _from_components(spec, tensors: list):
+    """The value of `spec` made of its component `tensors` (no checks added: TF's)."""
+    if isinstance(spec, TensorSpec):
+        return tensors[0]
+    if isinstance(spec, SparseTensorSpec):
+        return SparseTensor(*tensors)
+    if isinstance(spec, RaggedTensorSpec):
+        values = tensors[0]
+        for splits in reversed(tensors[1:]):
+            values = RaggedTensor._make(values, splits)
+        return values
+    if isinstance(spec, IndexedSlicesSpec):
+        return IndexedSlices(tensors[0], tensors[1], tensors[2] if len(tensors) > 2 else None)
+    if isinstance(spec, ExtensionTypeSpec):
+        parts = iter(tensors)
+
+        def rebuild(leaf):
+            if not isinstance(leaf, TypeSpec):
+                return leaf
+            n = len(_component_specs(leaf))
+            return _from_components(leaf, [next(parts) for _ in range(n)])
+
+        fields = nest.map_structure(rebuild, list(spec._serialize()))
+        out = object.__new__(spec.value_type)
+        for f, v in zip(spec.value_type._fields(), fields, strict=True):
+            object.__setattr__(out, f.name, v)
+        return out
+    raise TypeError(f"Can not rebuild a value of {spec} from its components")
+
+
+def _components(x) -> list:
+    return nest.flatten(x, expand_composites=True)
+
+
+def _rebuild_like(x, spec, tensors: list):
+    """A value like composite `x` (of type `spec`) made of `tensors`."""
+    if _component_specs(spec) is not None:
+        return _from_components(spec, tensors)
+    return nest.pack_sequence_as(x, tensors, expand_composites=True)
 
 
 # -- ConcreteFunction --------------------------------------------------------------------
@@ -515,6 +616,9 @@ def _results(graph, fg: FuncGraph, call: str, tmap, omap):
     def fill(x):
         if isinstance(x, ops.Tensor):
             return flat[next(pos)]
+        if nest.is_composite(x):
+            parts = [flat[next(pos)] for _ in _components(x)]
+            return _rebuild_like(x, type_spec_from_value(x), parts)
         return None if isinstance(x, ops.Operation) else x
 
     if fg.structured_outputs is None:  # (TF, in a graph: the call op itself)
@@ -536,7 +640,7 @@ class Function:
         self._signature = inspect.signature(python_function)
         if input_signature is not None:
             input_signature = tuple(input_signature)
-            bad = [s for s in nest.flatten(input_signature) if not isinstance(s, TensorSpec)]
+            bad = [s for s in nest.flatten(input_signature) if not isinstance(s, TypeSpec)]
             if bad:
                 raise TypeError(
                     "input_signature must be a possibly nested sequence of TensorSpec "
@@ -613,10 +717,22 @@ class Function:
         values = [bound.arguments[p] for p in self._signature.parameters]
         if self._input_signature is not None:
             n = len(self._input_signature)
+            flat = []
             for spec, value in zip(self._input_signature, values[:n]):
                 nest.assert_same_structure(spec, value)
                 for s, v in zip(nest.flatten(spec), nest.flatten(value)):
                     got = _spec_of(v)
+                    if not isinstance(s, TensorSpec):  # (a composite's spec)
+                        if not isinstance(got, TypeSpec) or not _subtype(got, s):
+                            raise TypeError(
+                                f"Binding inputs to tf.function failed due to `Can not cast "
+                                f"{got.value if isinstance(got, _Literal) else got} to {s}`. "
+                                f"Received args: {args} and kwargs: {kwargs} for signature: "
+                                f"{self._input_signature}."
+                            )
+                        if not isinstance(v, TypeSpec):
+                            flat.extend(_components(v))
+                        continue
                     if not isinstance(got, TensorSpec):
                         try:
                             got = _spec_of(ops.convert_to_tensor(v, dtype=s.dtype))
@@ -628,13 +744,19 @@ class Function:
                             f"to {s}`. Received args: {args} and kwargs: {kwargs} for "
                             f"signature: {self._input_signature}."
                         )
+                    if not isinstance(v, TensorSpec):
+                        flat.append(v)
             keys = list(nest.flatten(self._input_signature))
-            flat = [x for x in nest.flatten(values[:n])]
             keys.extend(_Literal(v) for v in values[n:])
-            return keys, [x for x in flat if not isinstance(x, TensorSpec)], bound
+            return keys, flat, bound
         leaves = nest.flatten(values)
         keys = [_spec_of(x) for x in leaves]
-        flat = [x for x in leaves if isinstance(x, (ops.Tensor, np.ndarray))]
+        flat = []
+        for x, key in zip(leaves, keys, strict=True):
+            if isinstance(x, (ops.Tensor, np.ndarray)):
+                flat.append(x)
+            elif isinstance(key, TypeSpec) and not isinstance(x, TypeSpec):
+                flat.extend(_components(x))
         return keys, flat, bound
 
     def _lookup(self, args, kwargs, trace: bool):
@@ -670,6 +792,7 @@ class Function:
         keyed = iter(keys)
         name_iter = iter(names)
         placeholders = []
+        composites: dict = {}  # id(rebuilt argument) -> its spec
 
         def placeholder_for(x):
             key = next(keyed)
@@ -679,6 +802,17 @@ class Function:
                 ph = array_ops.placeholder(key.dtype, key.shape, name=key.name or default)
                 placeholders.append(ph)
                 return ph
+            if isinstance(key, TypeSpec):
+                specs = _component_specs(key)
+                if specs is None:
+                    if isinstance(x, TypeSpec):
+                        raise TypeError(f"tf.function can not trace a value of {key}")
+                    specs = [TensorSpec(t.shape, t.dtype.base_dtype) for t in _components(x)]
+                phs = [array_ops.placeholder(c.dtype, c.shape, name=name) for c in specs]
+                placeholders.extend(phs)
+                value = _rebuild_like(x, key, phs)
+                composites[id(value)] = key
+                return value
             return x
 
         first_trace = not self._created_variables and not any(t.variables for t in self._traces)
@@ -706,7 +840,7 @@ class Function:
         fg.variables = creator.created
         if creator.created:
             self._created_variables = True
-        signature_in = _structured_signature(self._signature, traced, placeholders)
+        signature_in = _structured_signature(self._signature, traced, placeholders, composites)
         return ConcreteFunction(fg, signature_in, keys, self)
 
 
@@ -757,8 +891,9 @@ def _rebind(signature, values):
     return args, kwargs
 
 
-def _structured_signature(signature, traced, placeholders):
+def _structured_signature(signature, traced, placeholders, composites):
     specs = {id(p): TensorSpec(p.shape, p.dtype, p.op.name) for p in placeholders}
+    specs.update(composites)
 
     def spec(x):
         return specs.get(id(x), x)
@@ -783,6 +918,9 @@ def _finish_outputs(fg: FuncGraph, result, identities: bool = True) -> None:
             return x
         if isinstance(x, Variable):
             x = x.read_value() if hasattr(x, "_handle") else ops.convert_to_tensor(x)
+        if nest.is_composite(x):  # (its components, each an output)
+            spec = type_spec_from_value(x)
+            return _rebuild_like(x, spec, [convert(c) for c in _components(x)])
         t = ops.convert_to_tensor(x)
         out = array_ops.identity(t, name="Identity") if identities else t
         fg.outputs.append(out)
