@@ -54,8 +54,8 @@ from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import array_ops
 from asyncflow.ragged import RaggedTensor
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorSpec
-from asyncflow.type_spec import TypeSpec
 from asyncflow.tf_function_export import record_call
+from asyncflow.type_spec import TypeSpec
 from asyncflow.variables import Variable, variable_creator_scope
 
 __all__ = [
@@ -213,6 +213,11 @@ def _spec_of(x, name=None):
         return TensorSpec(x.shape, x.dtype.base_dtype, name)
     if isinstance(x, np.ndarray):
         return TensorSpec(x.shape, dtypes.as_dtype(x.dtype), name)
+    if isinstance(x, IndexedSlices):  # (TF keys it by the values' shape, not dense_shape)
+        spec = type_spec_from_value(x)
+        shape, values_dtype, indices_dtype, dense_dtype, indices_shape = spec._serialize()
+        dense = tensor_shape.TensorShape([None]).concatenate(x.values.shape[1:])
+        return IndexedSlicesSpec(dense, values_dtype, indices_dtype, dense_dtype, indices_shape)
     if nest.is_composite(x):
         return type_spec_from_value(x)
     return _Literal(x)
@@ -326,6 +331,28 @@ def _from_components(spec, tensors: list):
             object.__setattr__(out, f.name, v)
         return out
     raise TypeError(f"Can not rebuild a value of {spec} from its components")
+
+
+def _cast_problem(value, got, spec) -> str | None:
+    """Why `value` (of type `got`) can not be passed as `spec`, a composite's spec in an
+    input_signature, or None.  As TF's, a value fits when each of its components fits
+    the spec's (a SparseTensor's dense shape is not compared)."""
+    if isinstance(value, TypeSpec):
+        return None if _subtype(value, spec) else f"Can not cast {value} to {spec}"
+    shown = got.value if isinstance(got, _Literal) else got
+    if not isinstance(got, TypeSpec) or type(got) is not type(spec):
+        return f"Can not cast {shown} to {spec}"
+    want = _component_specs(spec)
+    if want is None:
+        return None if _subtype(got, spec) else f"Can not cast {got} to {spec}"
+    parts = _components(value)
+    if len(parts) != len(want):
+        return f"Can not cast {got} to {spec}"
+    for part, w in zip(parts, want, strict=True):
+        part_spec = _spec_of(part)
+        if not _subtype(part_spec, w):
+            return f"Can not cast {part_spec} to {w}"
+    return None
 
 
 def _components(x) -> list:
@@ -723,10 +750,10 @@ class Function:
                 for s, v in zip(nest.flatten(spec), nest.flatten(value)):
                     got = _spec_of(v)
                     if not isinstance(s, TensorSpec):  # (a composite's spec)
-                        if not isinstance(got, TypeSpec) or not _subtype(got, s):
+                        problem = _cast_problem(v, got, s)
+                        if problem:
                             raise TypeError(
-                                f"Binding inputs to tf.function failed due to `Can not cast "
-                                f"{got.value if isinstance(got, _Literal) else got} to {s}`. "
+                                f"Binding inputs to tf.function failed due to `{problem}`. "
                                 f"Received args: {args} and kwargs: {kwargs} for signature: "
                                 f"{self._input_signature}."
                             )
