@@ -29,6 +29,15 @@ one raises ValueError, as TF.  Stateful ops of a body run in the order the Pytho
 built them (each waits for the previous one: TF's automatic control dependencies), and
 the call's result waits for the last of them.
 
+Composite arguments (TF's expand_composites): a SparseTensor, RaggedTensor,
+IndexedSlices, StructuredTensor or ExtensionType value is keyed by its TypeSpec (a
+RaggedTensorSpec by shape, dtype, ragged_rank and row_splits_dtype: another one traces
+again), and the trace gets one Placeholder per component tensor, from which the value is
+rebuilt; an input_signature or get_concrete_function may hold such specs.  A composite
+result leaves the body as its components (each through an Identity) and is rebuilt
+around the call's outputs.  A tf.data Dataset argument is not a composite here: it is
+keyed as a Python value and its graph captured (TF passes its variant tensor).
+
 Invariants: a trace is never modified after it is built; calling it only adds ops to
 the caller's graph.  Python side effects of the function happen once per trace.
 """
@@ -366,6 +375,14 @@ def _rebuild_like(x, spec, tensors: list):
     return nest.pack_sequence_as(x, tensors, expand_composites=True)
 
 
+def _per_tensor(x, attr: str):
+    if isinstance(x, ops.Tensor):
+        return getattr(x, attr)
+    if nest.is_composite(x):
+        return [getattr(t, attr) for t in _components(x)]
+    return None
+
+
 # -- ConcreteFunction --------------------------------------------------------------------
 
 
@@ -394,15 +411,13 @@ class ConcreteFunction:
 
     @property
     def output_dtypes(self):
-        return nest.map_structure(
-            lambda t: t.dtype if isinstance(t, ops.Tensor) else None, self.structured_outputs
-        )
+        """Each output's dtype (a composite's: the list of its components', TF's)."""
+        return nest.map_structure(lambda t: _per_tensor(t, "dtype"), self.structured_outputs)
 
     @property
     def output_shapes(self):
-        return nest.map_structure(
-            lambda t: t.shape if isinstance(t, ops.Tensor) else None, self.structured_outputs
-        )
+        """Each output's shape (a composite's: the list of its components', TF's)."""
+        return nest.map_structure(lambda t: _per_tensor(t, "shape"), self.structured_outputs)
 
     def __call__(self, *args, **kwargs):
         if self._function is not None and (kwargs or not all(map(_is_tensorlike, args))):
