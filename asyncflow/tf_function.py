@@ -722,7 +722,11 @@ class Function:
         if len(keys) != len(concrete._arg_keys) or not all(
             _subtype(k, t) for k, t in zip(keys, concrete._arg_keys)
         ):
-            raise TypeError(f"The arguments do not fit the signature of {concrete.name}")
+            raise TypeError(
+                "Binding inputs to tf.function failed due to `The arguments do not fit the "
+                f"signature of {concrete.name}: {concrete.structured_input_signature}`. "
+                f"Received args: {args} and kwargs: {kwargs}."
+            )
         return concrete._call_flat(flat)
 
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
@@ -850,7 +854,8 @@ class Function:
                     if isinstance(x, TypeSpec):
                         raise TypeError(f"tf.function can not trace a value of {key}")
                     specs = [TensorSpec(t.shape, t.dtype.base_dtype) for t in _components(x)]
-                phs = [array_ops.placeholder(c.dtype, c.shape, name=name) for c in specs]
+                default = "Placeholder" if self._wrapped else name
+                phs = [array_ops.placeholder(c.dtype, c.shape, name=default) for c in specs]
                 placeholders.extend(phs)
                 value = _rebuild_like(x, key, phs)
                 composites[id(value)] = key

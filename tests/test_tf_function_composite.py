@@ -31,6 +31,7 @@ PREFIX_ONLY = {
     ("input_signature_sparse", "dense"),
     ("input_signature_sparse", "ragged"),
     ("input_signature_ragged", "rank3"),
+    ("concrete_function_calls", "sparse_to_ragged_trace"),
 }
 PREFIX = "TypeError: Binding inputs to tf.function failed due to `"
 
