@@ -834,19 +834,24 @@ class Function:
             value = bound.arguments[p]
             if self._input_signature is not None and len(names) < len(self._input_signature):
                 value = self._input_signature[len(names)]
-            names.extend(_arg_names(p, value))
+            names.extend((p, n) for n in _arg_names(p, value))
         keyed = iter(keys)
         name_iter = iter(names)
         placeholders = []
         composites: dict = {}  # id(rebuilt argument) -> its spec
+        leaf_specs: dict = {}  # id(placeholder) -> its TensorSpec in the signature
 
         def placeholder_for(x):
             key = next(keyed)
-            name = next(name_iter)
+            # (TF: the placeholders of an argument's leaves are all named for the
+            # argument, made unique; the leaves' TensorSpecs are named "<arg>_<i>")
+            name, leaf_name = next(name_iter)
             if isinstance(key, TensorSpec):
                 default = "Placeholder" if self._wrapped else name
                 ph = array_ops.placeholder(key.dtype, key.shape, name=key.name or default)
                 placeholders.append(ph)
+                spec_name = key.name or (ph.op.name if self._wrapped else leaf_name)
+                leaf_specs[id(ph)] = TensorSpec(ph.shape, ph.dtype, spec_name)
                 return ph
             if isinstance(key, TypeSpec):
                 specs = _component_specs(key)
@@ -887,7 +892,7 @@ class Function:
         fg.variables = creator.created
         if creator.created:
             self._created_variables = True
-        signature_in = _structured_signature(self._signature, traced, placeholders, composites)
+        signature_in = _structured_signature(self._signature, traced, {**leaf_specs, **composites})
         return ConcreteFunction(fg, signature_in, keys, self)
 
 
@@ -938,10 +943,7 @@ def _rebind(signature, values):
     return args, kwargs
 
 
-def _structured_signature(signature, traced, placeholders, composites):
-    specs = {id(p): TensorSpec(p.shape, p.dtype, p.op.name) for p in placeholders}
-    specs.update(composites)
-
+def _structured_signature(signature, traced, specs: dict):
     def spec(x):
         return specs.get(id(x), x)
 
