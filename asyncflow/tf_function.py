@@ -364,6 +364,14 @@ def _cast_problem(value, got, spec) -> str | None:
     return None
 
 
+def _is_composite_spec(spec) -> bool:
+    try:
+        value_type = spec.value_type
+    except (AttributeError, NotImplementedError):
+        return False
+    return isinstance(value_type, type) and value_type in nest._COMPOSITES
+
+
 def _components(x) -> list:
     return nest.flatten(x, expand_composites=True)
 
@@ -857,6 +865,8 @@ class Function:
                 specs = _component_specs(key)
                 if specs is None:
                     if isinstance(x, TypeSpec):
+                        if not _is_composite_spec(x):
+                            return x  # (a DatasetSpec, NoneTensorSpec...: a Python value)
                         raise TypeError(f"tf.function can not trace a value of {key}")
                     specs = [TensorSpec(t.shape, t.dtype.base_dtype) for t in _components(x)]
                 default = "Placeholder" if self._wrapped else name
