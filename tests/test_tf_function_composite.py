@@ -88,3 +88,26 @@ def test_gradient_through_a_sparse_argument():
         (g,) = tf.gradients(y, [v])
         with tf.Session() as sess:
             np.testing.assert_allclose(sess.run(g), [3.0, 3.0])
+
+
+def test_gradient_through_a_ragged_argument():
+    with tf.Graph().as_default():
+        v = tf.constant([1.0, 2.0, 3.0])
+        f = tf.function(lambda rt: tf.reduce_sum(rt * rt))
+        y = f(tf.RaggedTensor.from_row_splits(v, tf.constant([0, 2, 3], tf.int64)))
+        (g,) = tf.gradients(y, [v])
+        with tf.Session() as sess:
+            np.testing.assert_allclose(sess.run(g), [2.0, 4.0, 6.0])
+
+
+def test_sparse_placeholder_of_unknown_rank_is_fed_through_the_call():
+    with tf.Graph().as_default():
+        sp = tf.sparse.placeholder(tf.float32)
+        f = tf.function(lambda x: tf.sparse.reduce_sum(x))
+        y = f(sp)
+        cf = f.get_concrete_function(sp)  # (TF 2.21's shapes, checked by running it)
+        assert [str(t.shape) for t in cf.inputs] == ["(?, ?)", "(?,)", "(?,)"]
+        assert f.experimental_get_tracing_count() == 1
+        value = tf.SparseTensorValue([[0, 1, 2], [1, 0, 0]], [2.0, 5.0], [2, 2, 3])
+        with tf.Session() as sess:
+            assert sess.run(y, {sp: value}) == 7.0
