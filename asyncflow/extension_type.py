@@ -255,7 +255,8 @@ class ExtensionType:
             body.update({"__slots__": (), "__module__": cls.__module__})
             cls.Spec = type("Spec", (base,), body)
         spec_cls = cls.Spec
-        spec_cls.__name__ = spec_cls.__qualname__ = f"{cls.__name__}.Spec"
+        spec_cls.__name__ = f"{cls.__name__}.Spec"
+        spec_cls.__qualname__ = f"{cls.__qualname__}.Spec"  # (reprs show it: TF's)
         spec_cls._value_type = cls
         nest.register_composite(cls, _to_components, _from_components)
         register_type_spec_from_value(cls, lambda v: v._type_spec)
@@ -287,7 +288,7 @@ class ExtensionType:
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{f.name}={self.__dict__[f.name]!r}" for f in self._fields())
-        return f"{type(self).__name__}({fields})"
+        return f"{type(self).__qualname__}({fields})"
 
     def __eq__(self, other):
         """A bool tensor: every component equal in shape and values (False, a Python
@@ -556,7 +557,7 @@ class ExtensionTypeSpec(TypeSpec):
     def __repr__(self) -> str:
         fields = self._value_type._fields()
         body = ", ".join(f"{f.name}={v!r}" for f, v in zip(fields, self._serialize()))
-        return f"{type(self).__name__}({body})"
+        return f"{type(self).__qualname__}({body})"
 
     @property
     def _component_specs(self) -> tuple:

@@ -217,3 +217,8 @@ def map_structure(func: Callable, *structure, check_types=True, expand_composite
         assert_same_structure(structure[0], s, check_types)
     flats = [flatten(s) for s in structure]
     return pack_sequence_as(structure[0], [func(*xs) for xs in zip(*flats)])
+
+
+def is_composite(x) -> bool:
+    """Whether `expand_composites` takes `x` apart (a registered composite type)."""
+    return type(x) in _COMPOSITES

@@ -29,6 +29,15 @@ one raises ValueError, as TF.  Stateful ops of a body run in the order the Pytho
 built them (each waits for the previous one: TF's automatic control dependencies), and
 the call's result waits for the last of them.
 
+Composite arguments (TF's expand_composites): a SparseTensor, RaggedTensor,
+IndexedSlices, StructuredTensor or ExtensionType value is keyed by its TypeSpec (a
+RaggedTensorSpec by shape, dtype, ragged_rank and row_splits_dtype: another one traces
+again), and the trace gets one Placeholder per component tensor, from which the value is
+rebuilt; an input_signature or get_concrete_function may hold such specs.  A composite
+result leaves the body as its components (each through an Identity) and is rebuilt
+around the call's outputs.  A tf.data Dataset argument is not a composite here: it is
+keyed as a Python value and its graph captured (TF passes its variant tensor).
+
 Invariants: a trace is never modified after it is built; calling it only adds ops to
 the caller's graph.  Python side effects of the function happen once per trace.
 """
@@ -45,11 +54,17 @@ import numpy as np
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.composite_specs import IndexedSlicesSpec, RaggedTensorSpec, type_spec_from_value
 from asyncflow.dataset_functions import FUNCTION_LIST_ATTRS
+from asyncflow.extension_type import ExtensionTypeSpec
 from asyncflow.framework_extras import TensorSpec
 from asyncflow.graph import GraphKeys
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.ops import array_ops
+from asyncflow.ragged import RaggedTensor
+from asyncflow.sparse_tensor import SparseTensor, SparseTensorSpec
 from asyncflow.tf_function_export import record_call
+from asyncflow.type_spec import TypeSpec
 from asyncflow.variables import Variable, variable_creator_scope
 
 __all__ = [
@@ -201,12 +216,19 @@ class _Literal:
 
 
 def _spec_of(x, name=None):
-    if isinstance(x, TensorSpec):
+    if isinstance(x, TypeSpec):
         return x
     if isinstance(x, ops.Tensor):
         return TensorSpec(x.shape, x.dtype.base_dtype, name)
     if isinstance(x, np.ndarray):
         return TensorSpec(x.shape, dtypes.as_dtype(x.dtype), name)
+    if isinstance(x, IndexedSlices):  # (TF keys it by the values' shape, not dense_shape)
+        spec = type_spec_from_value(x)
+        shape, values_dtype, indices_dtype, dense_dtype, indices_shape = spec._serialize()
+        dense = tensor_shape.TensorShape([None]).concatenate(x.values.shape[1:])
+        return IndexedSlicesSpec(dense, values_dtype, indices_dtype, dense_dtype, indices_shape)
+    if nest.is_composite(x):
+        return type_spec_from_value(x)
     return _Literal(x)
 
 
@@ -225,17 +247,148 @@ def _subtype(spec, trace_spec) -> bool:
         if got.rank != want.rank:
             return False
         return all(w is None or w == g for w, g in zip(want.as_list(), got.as_list()))
+    if isinstance(spec, TypeSpec) and isinstance(trace_spec, TypeSpec):
+        return spec.is_subtype_of(trace_spec)
     return spec == trace_spec
 
 
 def _relaxed(spec, trace_spec):
     """The most specific type both fit (reduce_retracing), or None."""
-    if not (isinstance(spec, TensorSpec) and isinstance(trace_spec, TensorSpec)):
-        return spec if spec == trace_spec else None
-    if spec.dtype != trace_spec.dtype:
-        return None
-    shape = spec.shape.most_specific_compatible_shape(trace_spec.shape)
-    return TensorSpec(shape, spec.dtype)
+    if isinstance(spec, TypeSpec) and isinstance(trace_spec, TypeSpec):
+        if isinstance(spec, TensorSpec) and isinstance(trace_spec, TensorSpec):
+            if spec.dtype != trace_spec.dtype:
+                return None
+            shape = spec.shape.most_specific_compatible_shape(trace_spec.shape)
+            return TensorSpec(shape, spec.dtype)
+        return spec.most_specific_common_supertype([trace_spec])
+    return spec if spec == trace_spec else None
+
+
+# -- composite arguments and results (TF's expand_composites) ----------------------------
+# A SparseTensor, RaggedTensor, IndexedSlices or ExtensionType argument is keyed by its
+# TypeSpec; the trace gets one Placeholder per component tensor (shaped as the spec's
+# components: any value of the spec fits) and the composite is rebuilt from them.  A
+# composite result leaves as its components and is rebuilt around the call's outputs.
+
+
+def _component_specs(spec) -> list | None:
+    """The TensorSpecs of `spec`'s components, in TF's order; None where asyncflow does
+    not know them (a value's own component shapes are used then)."""
+    if isinstance(spec, TensorSpec):
+        return [spec]
+    i64 = dtypes.int64
+    if isinstance(spec, SparseTensorSpec):
+        rank = spec.shape.rank
+        return [TensorSpec([None, rank], i64), TensorSpec([None], spec.dtype),
+                TensorSpec([rank], i64)]  # fmt: skip
+    if isinstance(spec, RaggedTensorSpec):
+        shape, rr = spec.shape, spec.ragged_rank
+        if rr == 0:
+            return [TensorSpec(shape, spec.dtype)]
+        if shape.rank is None:
+            flat = tensor_shape.unknown_shape()
+        else:
+            flat = tensor_shape.TensorShape([None]).concatenate(shape[rr + 1 :])
+        outer = None if shape.rank is None or shape[0].value is None else shape[0].value + 1
+        splits = [TensorSpec([outer], spec.row_splits_dtype)]
+        splits += [TensorSpec([None], spec.row_splits_dtype) for _ in range(rr - 1)]
+        return [TensorSpec(flat, spec.dtype), *splits]
+    if isinstance(spec, IndexedSlicesSpec):
+        shape, values_dtype, indices_dtype, dense_dtype, indices_shape = spec._serialize()
+        values_shape = indices_shape[:1].concatenate(shape[1:]) if shape.rank else indices_shape
+        out = [TensorSpec(values_shape, values_dtype), TensorSpec(indices_shape, indices_dtype)]
+        if dense_dtype is not None:
+            out.append(TensorSpec([shape.rank], dense_dtype))
+        return out
+    if isinstance(spec, ExtensionTypeSpec):
+        out = []
+        for leaf in nest.flatten(list(spec._serialize())):
+            if isinstance(leaf, TypeSpec):
+                inner = _component_specs(leaf)
+                if inner is None:
+                    return None
+                out.extend(inner)
+        return out
+    return None
+
+
+def _from_components(spec, tensors: list):
+    """The value of `spec` made of its component `tensors` (no checks added: TF's)."""
+    if isinstance(spec, TensorSpec):
+        return tensors[0]
+    if isinstance(spec, SparseTensorSpec):
+        return SparseTensor(*tensors)
+    if isinstance(spec, RaggedTensorSpec):
+        values = tensors[0]
+        for splits in reversed(tensors[1:]):
+            values = RaggedTensor._make(values, splits)
+        return values
+    if isinstance(spec, IndexedSlicesSpec):
+        return IndexedSlices(tensors[0], tensors[1], tensors[2] if len(tensors) > 2 else None)
+    if isinstance(spec, ExtensionTypeSpec):
+        parts = iter(tensors)
+
+        def rebuild(leaf):
+            if not isinstance(leaf, TypeSpec):
+                return leaf
+            n = len(_component_specs(leaf))
+            return _from_components(leaf, [next(parts) for _ in range(n)])
+
+        fields = nest.map_structure(rebuild, list(spec._serialize()))
+        out = object.__new__(spec.value_type)
+        for f, v in zip(spec.value_type._fields(), fields, strict=True):
+            object.__setattr__(out, f.name, v)
+        return out
+    raise TypeError(f"Can not rebuild a value of {spec} from its components")
+
+
+def _cast_problem(value, got, spec) -> str | None:
+    """Why `value` (of type `got`) can not be passed as `spec`, a composite's spec in an
+    input_signature, or None.  As TF's, a value fits when each of its components fits
+    the spec's (a SparseTensor's dense shape is not compared)."""
+    if isinstance(value, TypeSpec):
+        return None if _subtype(value, spec) else f"Can not cast {value} to {spec}"
+    shown = got.value if isinstance(got, _Literal) else got
+    if not isinstance(got, TypeSpec) or type(got) is not type(spec):
+        return f"Can not cast {shown} to {spec}"
+    want = _component_specs(spec)
+    if want is None:
+        return None if _subtype(got, spec) else f"Can not cast {got} to {spec}"
+    parts = _components(value)
+    if len(parts) != len(want):
+        return f"Can not cast {got} to {spec}"
+    for part, w in zip(parts, want, strict=True):
+        part_spec = _spec_of(part)
+        if not _subtype(part_spec, w):
+            return f"Can not cast {part_spec} to {w}"
+    return None
+
+
+def _is_composite_spec(spec) -> bool:
+    try:
+        value_type = spec.value_type
+    except (AttributeError, NotImplementedError):
+        return False
+    return isinstance(value_type, type) and value_type in nest._COMPOSITES
+
+
+def _components(x) -> list:
+    return nest.flatten(x, expand_composites=True)
+
+
+def _rebuild_like(x, spec, tensors: list):
+    """A value like composite `x` (of type `spec`) made of `tensors`."""
+    if _component_specs(spec) is not None:
+        return _from_components(spec, tensors)
+    return nest.pack_sequence_as(x, tensors, expand_composites=True)
+
+
+def _per_tensor(x, attr: str):
+    if isinstance(x, ops.Tensor):
+        return getattr(x, attr)
+    if nest.is_composite(x):
+        return [getattr(t, attr) for t in _components(x)]
+    return None
 
 
 # -- ConcreteFunction --------------------------------------------------------------------
@@ -266,15 +419,13 @@ class ConcreteFunction:
 
     @property
     def output_dtypes(self):
-        return nest.map_structure(
-            lambda t: t.dtype if isinstance(t, ops.Tensor) else None, self.structured_outputs
-        )
+        """Each output's dtype (a composite's: the list of its components', TF's)."""
+        return nest.map_structure(lambda t: _per_tensor(t, "dtype"), self.structured_outputs)
 
     @property
     def output_shapes(self):
-        return nest.map_structure(
-            lambda t: t.shape if isinstance(t, ops.Tensor) else None, self.structured_outputs
-        )
+        """Each output's shape (a composite's: the list of its components', TF's)."""
+        return nest.map_structure(lambda t: _per_tensor(t, "shape"), self.structured_outputs)
 
     def __call__(self, *args, **kwargs):
         if self._function is not None and (kwargs or not all(map(_is_tensorlike, args))):
@@ -515,6 +666,9 @@ def _results(graph, fg: FuncGraph, call: str, tmap, omap):
     def fill(x):
         if isinstance(x, ops.Tensor):
             return flat[next(pos)]
+        if nest.is_composite(x):
+            parts = [flat[next(pos)] for _ in _components(x)]
+            return _rebuild_like(x, type_spec_from_value(x), parts)
         return None if isinstance(x, ops.Operation) else x
 
     if fg.structured_outputs is None:  # (TF, in a graph: the call op itself)
@@ -536,7 +690,7 @@ class Function:
         self._signature = inspect.signature(python_function)
         if input_signature is not None:
             input_signature = tuple(input_signature)
-            bad = [s for s in nest.flatten(input_signature) if not isinstance(s, TensorSpec)]
+            bad = [s for s in nest.flatten(input_signature) if not isinstance(s, TypeSpec)]
             if bad:
                 raise TypeError(
                     "input_signature must be a possibly nested sequence of TensorSpec "
@@ -576,7 +730,11 @@ class Function:
         if len(keys) != len(concrete._arg_keys) or not all(
             _subtype(k, t) for k, t in zip(keys, concrete._arg_keys)
         ):
-            raise TypeError(f"The arguments do not fit the signature of {concrete.name}")
+            raise TypeError(
+                "Binding inputs to tf.function failed due to `The arguments do not fit the "
+                f"signature of {concrete.name}: {concrete.structured_input_signature}`. "
+                f"Received args: {args} and kwargs: {kwargs}."
+            )
         return concrete._call_flat(flat)
 
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
@@ -613,10 +771,22 @@ class Function:
         values = [bound.arguments[p] for p in self._signature.parameters]
         if self._input_signature is not None:
             n = len(self._input_signature)
+            flat = []
             for spec, value in zip(self._input_signature, values[:n]):
                 nest.assert_same_structure(spec, value)
                 for s, v in zip(nest.flatten(spec), nest.flatten(value)):
                     got = _spec_of(v)
+                    if not isinstance(s, TensorSpec):  # (a composite's spec)
+                        problem = _cast_problem(v, got, s)
+                        if problem:
+                            raise TypeError(
+                                f"Binding inputs to tf.function failed due to `{problem}`. "
+                                f"Received args: {args} and kwargs: {kwargs} for signature: "
+                                f"{self._input_signature}."
+                            )
+                        if not isinstance(v, TypeSpec):
+                            flat.extend(_components(v))
+                        continue
                     if not isinstance(got, TensorSpec):
                         try:
                             got = _spec_of(ops.convert_to_tensor(v, dtype=s.dtype))
@@ -628,13 +798,19 @@ class Function:
                             f"to {s}`. Received args: {args} and kwargs: {kwargs} for "
                             f"signature: {self._input_signature}."
                         )
+                    if not isinstance(v, TensorSpec):
+                        flat.append(v)
             keys = list(nest.flatten(self._input_signature))
-            flat = [x for x in nest.flatten(values[:n])]
             keys.extend(_Literal(v) for v in values[n:])
-            return keys, [x for x in flat if not isinstance(x, TensorSpec)], bound
+            return keys, flat, bound
         leaves = nest.flatten(values)
         keys = [_spec_of(x) for x in leaves]
-        flat = [x for x in leaves if isinstance(x, (ops.Tensor, np.ndarray))]
+        flat = []
+        for x, key in zip(leaves, keys, strict=True):
+            if isinstance(x, (ops.Tensor, np.ndarray)):
+                flat.append(x)
+            elif isinstance(key, TypeSpec) and not isinstance(x, TypeSpec):
+                flat.extend(_components(x))
         return keys, flat, bound
 
     def _lookup(self, args, kwargs, trace: bool):
@@ -666,19 +842,39 @@ class Function:
             value = bound.arguments[p]
             if self._input_signature is not None and len(names) < len(self._input_signature):
                 value = self._input_signature[len(names)]
-            names.extend(_arg_names(p, value))
+            names.extend((p, n) for n in _arg_names(p, value))
         keyed = iter(keys)
         name_iter = iter(names)
         placeholders = []
+        composites: dict = {}  # id(rebuilt argument) -> its spec
+        leaf_specs: dict = {}  # id(placeholder) -> its TensorSpec in the signature
 
         def placeholder_for(x):
             key = next(keyed)
-            name = next(name_iter)
+            # (TF: the placeholders of an argument's leaves are all named for the
+            # argument, made unique; the leaves' TensorSpecs are named "<arg>_<i>")
+            name, leaf_name = next(name_iter)
             if isinstance(key, TensorSpec):
                 default = "Placeholder" if self._wrapped else name
                 ph = array_ops.placeholder(key.dtype, key.shape, name=key.name or default)
                 placeholders.append(ph)
+                spec_name = key.name or (ph.op.name if self._wrapped else leaf_name)
+                leaf_specs[id(ph)] = TensorSpec(ph.shape, ph.dtype, spec_name)
                 return ph
+            if isinstance(key, TypeSpec):
+                specs = _component_specs(key)
+                if specs is None:
+                    if isinstance(x, TypeSpec):
+                        if not _is_composite_spec(x):
+                            return x  # (a DatasetSpec, NoneTensorSpec...: a Python value)
+                        raise TypeError(f"tf.function can not trace a value of {key}")
+                    specs = [TensorSpec(t.shape, t.dtype.base_dtype) for t in _components(x)]
+                default = "Placeholder" if self._wrapped else name
+                phs = [array_ops.placeholder(c.dtype, c.shape, name=default) for c in specs]
+                placeholders.extend(phs)
+                value = _rebuild_like(x, key, phs)
+                composites[id(value)] = key
+                return value
             return x
 
         first_trace = not self._created_variables and not any(t.variables for t in self._traces)
@@ -706,7 +902,7 @@ class Function:
         fg.variables = creator.created
         if creator.created:
             self._created_variables = True
-        signature_in = _structured_signature(self._signature, traced, placeholders)
+        signature_in = _structured_signature(self._signature, traced, {**leaf_specs, **composites})
         return ConcreteFunction(fg, signature_in, keys, self)
 
 
@@ -757,9 +953,7 @@ def _rebind(signature, values):
     return args, kwargs
 
 
-def _structured_signature(signature, traced, placeholders):
-    specs = {id(p): TensorSpec(p.shape, p.dtype, p.op.name) for p in placeholders}
-
+def _structured_signature(signature, traced, specs: dict):
     def spec(x):
         return specs.get(id(x), x)
 
@@ -783,6 +977,9 @@ def _finish_outputs(fg: FuncGraph, result, identities: bool = True) -> None:
             return x
         if isinstance(x, Variable):
             x = x.read_value() if hasattr(x, "_handle") else ops.convert_to_tensor(x)
+        if nest.is_composite(x):  # (its components, each an output)
+            spec = type_spec_from_value(x)
+            return _rebuild_like(x, spec, [convert(c) for c in _components(x)])
         t = ops.convert_to_tensor(x)
         out = array_ops.identity(t, name="Identity") if identities else t
         fg.outputs.append(out)

@@ -166,7 +166,10 @@ def test_custom_constructor_and_composite_fields():
             self.x = tf.constant(v) * 2
 
     d = Doubled(3)
-    assert repr(d) == "Doubled(x=<tf.Tensor 'mul:0' shape=() dtype=int32>)"
+    assert repr(d) == (  # (TF's repr names the class by its __qualname__)
+        "test_custom_constructor_and_composite_fields.<locals>."
+        "Doubled(x=<tf.Tensor 'mul:0' shape=() dtype=int32>)"
+    )
     with pytest.raises(TypeError):
         Doubled(x=3)
     rt = tf.ragged.constant([[1], [2, 3]])
@@ -813,6 +816,7 @@ def test_identity_defaults_subclasses_and_structure_checks():
     assert WithDefault().x is not WithDefault().x  # (a Tensor default: a constant per value)
     sub = Sub([1], [True])
     assert repr(sub._type_spec) == (
+        "test_identity_defaults_subclasses_and_structure_checks.<locals>."
         "Sub.Spec(values=TensorSpec(shape=(1,), dtype=tf.int32, name=None), "
         "mask=TensorSpec(shape=(1,), dtype=tf.bool, name=None), extra=5)"
     )
@@ -832,7 +836,8 @@ def test_identity_defaults_subclasses_and_structure_checks():
         "The two structures don't have the same nested structure.\n\nFirst structure: type=Masked "
         "str=Masked(values=<tf.Tensor "
     )
-    assert "\n\nSecond structure: type=Sub str=Sub(values=<tf.Tensor " in str(e.value)
+    assert "\n\nSecond structure: type=Sub str=test_identity" in str(e.value)
+    assert "<locals>.Sub(values=<tf.Tensor " in str(e.value)
     assert m._type_spec == Masked.Spec(
         values=tf.TensorSpec([2], tf.int32), mask=tf.TensorSpec([2], tf.bool)
     )
@@ -1018,9 +1023,12 @@ def test_own_spec_methods_join_the_generated_spec():
     m = Shaped([1, 2], [True, False])
     spec = m._type_spec
     assert type(spec).__mro__[1] is tf.experimental.ExtensionTypeSpec
-    assert Shaped.Spec.__name__ == Shaped.Spec.__qualname__ == "Shaped.Spec"
+    assert Shaped.Spec.__name__ == "Shaped.Spec"  # (__qualname__ adds the scope: TF's)
+    assert Shaped.Spec.__qualname__ == Shaped.__qualname__ + ".Spec"
     assert spec.shape.as_list() == [2]
-    assert repr(spec).startswith("Shaped.Spec(values=TensorSpec(shape=(2,), dtype=tf.int32")
+    assert repr(spec).startswith(
+        Shaped.__qualname__ + ".Spec(values=TensorSpec(shape=(2,), dtype=tf.int32"
+    )
     ds = tf.data.Dataset.from_tensors(m)
     assert tf.data.get_output_shapes(ds).as_list() == [2]  # (the Spec's shape, as TF's)
 
