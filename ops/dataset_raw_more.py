@@ -384,25 +384,8 @@ async def _rewrite(ctx, ds, rewrite_name):
 dso._register("RewriteDataset", [_IN, "rewrite_name: string"], None, _rewrite)
 
 
-# -- ops TF 2.21 runs only elsewhere ----------------------------------------------------------
-
-
-async def _no_kernel(ctx, *args):
-    """TF 2.21 registers no CPU kernel for this op: its error at run time."""
-    raise _bad(
-        f"No OpKernel was registered to support Op '{ctx.op.type}' used by "
-        f"{{{{node {ctx.op.name}}}}} with these attrs: []\nRegistered devices: [CPU]\n"
-        "Registered kernels:\n  <no registered kernels>\n"
-    )
-
-
-register_op(
-    "GlobalIterId",
-    outputs=["iter_id: int64"],
-    shape_fn=lambda op: [tensor_shape.TensorShape([])],
-    stateful=True,
-).kernel("CPU")(_no_kernel)
-NotDifferentiable("GlobalIterId")
+# (GlobalIterId, which TF 2.21 has no kernel for: ops/tpu_raw_ops.py registers it with the
+# other such ops)
 
 
 async def _window(ctx, *inputs):
