@@ -1,9 +1,11 @@
 """`save_model` / `load_model` as tf.keras.models exports them: the file format is picked
 by the path, a `.keras` archive (saving_v3.py), Keras' HDF5 file (saving.py) or, for
-any other path, a Keras SavedModel directory (saving_savedmodel.py)."""
+any other path, a Keras SavedModel directory (saving_savedmodel.py; HDF5 after
+disable_v2_behavior, as TF's default)."""
 
 from __future__ import annotations
 
+from asyncflow import compat
 from asyncflow.keras import saving_hdf5 as saving
 from asyncflow.keras import saving_savedmodel, saving_v3
 
@@ -16,7 +18,8 @@ _LEGACY_SAVE_ARGS = ("include_optimizer", "signatures", "options", "save_traces"
 def save_model(model, filepath, overwrite=True, save_format=None, **kwargs) -> None:
     """`tf.keras.models.save_model`: a `.keras` path (or save_format='keras') writes
     Keras' v3 archive, a .h5/.hdf5 path Keras' HDF5 file, any other path (or
-    save_format='tf') a Keras SavedModel directory.  As TF's, the HDF5 and
+    save_format='tf') a Keras SavedModel directory (HDF5 by default after
+    disable_v2_behavior, as TF's).  As TF's, the HDF5 and
     SavedModel arguments (`include_optimizer`, `signatures`, `options`, `save_traces`)
     come by keyword.
 
@@ -44,13 +47,15 @@ def save_model(model, filepath, overwrite=True, save_format=None, **kwargs) -> N
     if unknown:
         raise TypeError(f"save_model() got an unexpected keyword argument '{unknown[0]}'")
     include_optimizer = kwargs.get("include_optimizer", True)
-    fmt = (save_format or ("h5" if saving.is_hdf5_filepath(filepath) else "tf")).lower()
+    # (TF's default: a SavedModel with TF 2 behaviour on, HDF5 after disable_v2_behavior)
+    default = "tf" if compat.v2_behavior_enabled() else "h5"
+    fmt = (save_format or ("h5" if saving.is_hdf5_filepath(filepath) else default)).lower()
     if fmt in ("tf", "tensorflow"):
         saving_savedmodel.save_model(
             model, filepath, overwrite, include_optimizer, kwargs.get("signatures")
         )
         return
-    saving.save_model(model, filepath, overwrite, include_optimizer, save_format)
+    saving.save_model(model, filepath, overwrite, include_optimizer, fmt)
 
 
 def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, **kwargs):  # noqa: A002

@@ -109,7 +109,8 @@ def _layer_metadata(layer) -> dict:
         "config": config,
     }
     if layer._inbound_nodes and not isinstance(layer, InputLayer):
-        shapes = [backend.int_shape(t) for t in nest.flatten(layer._inbound_nodes[0].input_tensors)]
+        first_call = nest.flatten(layer._inbound_nodes[0].input_tensors)
+        shapes = [backend.int_shape(t) for t in first_call]
         meta["build_input_shape"] = _shape_json(shapes[0] if len(shapes) == 1 else shapes)
     return meta
 
@@ -219,6 +220,19 @@ def _all_layers(model) -> list:
     return out
 
 
+def _plain(value):
+    """A metadata config as the config readers take it: TF's tuple markers
+    ({"class_name": "__tuple__", "items": [...]}) as lists, its "shared_object_id"
+    keys dropped."""
+    if isinstance(value, dict):
+        if value.get("class_name") == "__tuple__" and set(value) == {"class_name", "items"}:
+            return [_plain(v) for v in value["items"]]
+        return {k: _plain(v) for k, v in value.items() if k != "shared_object_id"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
     """`tf.keras.models.load_model(dir)` for a Keras SavedModel (see the module note).
 
@@ -257,7 +271,7 @@ def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
         raise errors.NotFoundError(None, None, f"No checkpoint at {prefix} (variables/)")
     with CustomObjectScope(custom_objects or {}):
         model = model_from_config(
-            {"class_name": info["class_name"], "config": info["config"]},
+            {"class_name": info["class_name"], "config": _plain(info["config"])},
             custom_objects=custom_objects,
         )
         model.load_weights(prefix).expect_partial()
@@ -270,5 +284,5 @@ def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
                 "compiled. Compile it manually."
             )
             return model
-        hdf5._compile_from(model, training, custom_objects)
+        hdf5._compile_from(model, _plain(training), custom_objects)
     return model
