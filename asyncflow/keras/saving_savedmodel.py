@@ -34,6 +34,7 @@ from asyncflow.keras import backend
 from asyncflow.keras import saving_hdf5 as hdf5
 from asyncflow.keras.engine import InputLayer, Layer
 from asyncflow.keras.model_config import KERAS_VERSION, model_from_config, saved_config
+from asyncflow.keras.network import Network
 from asyncflow.keras.serialization import CustomObjectScope, get_registered_name
 from asyncflow.protos.saved_metadata_pb2 import SavedMetadata
 from asyncflow.saved_model import object_saver
@@ -50,16 +51,21 @@ def is_keras_savedmodel(path) -> bool:
 
 
 def _is_model(obj) -> bool:
-    from asyncflow.keras.training import Model
+    return isinstance(obj, Network)
 
-    return isinstance(obj, Model)
+
+def _is_sequential(obj) -> bool:
+    # (by class: training.py, which defines Sequential, saves through this module)
+    return any(
+        c.__name__ == "Sequential" and c.__module__ == "asyncflow.keras.training"
+        for c in type(obj).__mro__
+    )
 
 
 def _identifier(obj) -> str:
     from asyncflow.keras.layers import RNN
-    from asyncflow.keras.training import Sequential
 
-    if isinstance(obj, Sequential):
+    if _is_sequential(obj):
         return "_tf_keras_sequential"
     if _is_model(obj):
         return "_tf_keras_network" if obj._is_graph_network else "_tf_keras_model"
