@@ -1,6 +1,8 @@
 """`af.compat`: `af.compat.v1` is asyncflow itself (it is TF1's API), so scripts written
 as `import tensorflow.compat.v1 as tf; tf.disable_v2_behavior()` run with
-`tf = af.compat.v1`.  The v2-switching calls are no-ops: asyncflow only has graph mode.
+`tf = af.compat.v1`.  The v2-switching calls change nothing of graph mode (asyncflow only
+has it); disable_v2_behavior is remembered for what TF bases on `tf2.enabled()` (Keras'
+default save format: a SavedModel directory with TF 2 behaviour, HDF5 without).
 """
 
 from __future__ import annotations
@@ -10,8 +12,18 @@ import sys
 __all__ = ["disable_v2_behavior", "disable_eager_execution", "executing_eagerly"]
 
 
+_V2_BEHAVIOR = [True]  # (TF 2.21's `tf2.enabled()` until disable_v2_behavior)
+
+
 def disable_v2_behavior() -> None:
-    """No-op: asyncflow always behaves as TF1."""
+    """asyncflow always builds graphs; what TF bases on TF 2 behaviour being on (Keras'
+    default save format) behaves as TF1 from now on."""
+    _V2_BEHAVIOR[0] = False
+
+
+def v2_behavior_enabled() -> bool:
+    """TF's `tf.__internal__.tf2.enabled()`: True until disable_v2_behavior."""
+    return _V2_BEHAVIOR[0]
 
 
 def disable_eager_execution() -> None:

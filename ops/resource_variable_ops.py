@@ -143,9 +143,20 @@ def _handle_source(handle):
     """The VarHandleOp behind a handle, through the control-flow primitives and
     identities that pass it on (TF's handle data follows the handle there), or None."""
     src = handle.op
-    while src.type in _HANDLE_FORWARDING and src.inputs:
-        src = src.inputs[0].op
-    return src if src.type == "VarHandleOp" else None
+    while True:
+        while src.type in _HANDLE_FORWARDING and src.inputs:
+            src = src.inputs[0].op
+        outer = _captured_outer(src) if src.type == "Placeholder" else None
+        if outer is None:
+            return src if src.type == "VarHandleOp" else None
+        src = outer.op
+
+
+def _captured_outer(placeholder):
+    """The outer tensor a function graph's capture Placeholder stands for, or None
+    (TF's handle data follows a captured handle into the function)."""
+    captured = getattr(placeholder.graph, "_captured", None) or {}
+    return next((outer for outer, ph in captured.values() if ph.op is placeholder), None)
 
 
 _HANDLE_FORWARDING = frozenset(["Switch", "Identity", "Enter", "Exit", "RefIdentity"])

@@ -306,12 +306,8 @@ class ModelCheckpoint(Callback):
     """Saves the model after each epoch, or only when `monitor` improves
     (`save_best_only`): its weights (`save_weights`: HDF5 for a .h5 path, Keras' v3
     weights file for .weights.h5, else a TF checkpoint) or, by default, the whole model
-    (`model.save`: HDF5 or a .keras archive);
+    (`model.save`: HDF5, a .keras archive or a Keras SavedModel directory);
     `filepath` may hold `{epoch:02d}` and log fields such as `{val_loss:.2f}`.
-
-    Raises:
-      NotImplementedError: (at a save) the whole model to a path that is not
-        .h5/.hdf5/.keras (the SavedModel format).
     """
 
     def __init__(

@@ -361,8 +361,9 @@ def load_model(filepath, custom_objects=None, compile=True, options=None):  # no
         )
     if os.path.isdir(path):
         raise NotImplementedError(
-            f"Loading a Keras SavedModel (the directory {path!r}) is not supported by "
-            "asyncflow; save the model as HDF5 (model.save('model.h5')) and load that."
+            f"The directory {path!r} has no keras_metadata.pb: asyncflow's Keras loads a "
+            "Keras SavedModel (model.save(dir)), not a plain SavedModel (use "
+            "tf.saved_model.load)."
         )
     if not os.path.exists(path):
         raise OSError(f"No file or directory found at {path}")

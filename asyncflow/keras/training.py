@@ -636,11 +636,9 @@ class Model(Network):
 
     def save(self, filepath, overwrite=True, save_format=None, **kwargs) -> None:
         """Save the whole model (config, weights, training config, optimizer state) as
-        Keras' HDF5 file (keras/saving_hdf5.py) or, for a `.keras` path, as Keras' v3
-        archive (keras/saving_v3.py); keyword arguments as `save_model`'s.
-
-        Raises:
-          NotImplementedError: the SavedModel format (a path without .h5 or .keras).
+        Keras' HDF5 file (keras/saving_hdf5.py), for a `.keras` path as Keras' v3
+        archive (keras/saving_v3.py), else as a Keras SavedModel directory
+        (keras/saving_savedmodel.py); keyword arguments as `save_model`'s.
         """
         saving_api.save_model(self, filepath, overwrite, save_format, **kwargs)
 

@@ -170,8 +170,11 @@ class _Constant:
 
 
 class _Saver:
-    def __init__(self, root, signatures):
+    def __init__(self, root, signatures, children=None, identifier=None):
         self.root = root
+        # (Keras' hooks: a SavedModel's extra children, its objects' identifiers)
+        self._children_of = children or trackable.children_of
+        self._identifier = identifier or (lambda obj: "_generic_user_object")
         self.objects: list = []  # (object, kind) by node id
         self.children: list = []  # node id -> [(local name, node id)]
         self.paths: list = []  # node id -> object path ("" for the root)
@@ -205,7 +208,7 @@ class _Saver:
             if isinstance(obj, Function):
                 continue
             prefix = self.paths[i] + "/" if self.paths[i] else ""
-            named = list(trackable.children_of(obj)) + _functions_of(obj)
+            named = list(self._children_of(obj)) + _functions_of(obj)
             if _is_resource(obj):
                 named += obj._resource_functions()
             for name, child in named:
@@ -398,7 +401,7 @@ class _Saver:
             elif isinstance(obj, _Constant):
                 node.constant.operation = obj.name = self._const_name(obj.tensor.op.name)
             else:
-                node.user_object.identifier = "_generic_user_object"
+                node.user_object.identifier = self._identifier(obj)
                 node.user_object.version.producer = 1
                 node.user_object.version.min_consumer = 1
         # The signature map and its functions, after the objects (so that the walk's ids
@@ -662,6 +665,13 @@ def save(obj, export_dir, signatures=None, options=None):
       NotFoundError: an asset's file does not exist (TF writes the model without it).
     """
     del options
+    save_object(obj, export_dir, signatures)
+
+
+def save_object(obj, export_dir, signatures=None, children=None, identifier=None) -> _Saver:
+    """`save`, returning the saver (its `objects` and `paths` by node id).  `children`
+    (object -> [(name, child)]) stands for trackable.children_of and `identifier`
+    (object -> str) names the user objects, as Keras' SavedModel has them."""
     export_dir = os.fsdecode(export_dir)
     variables_dir = os.path.join(export_dir, "variables")
     prefix = os.path.join(variables_dir, "variables")
@@ -672,7 +682,7 @@ def save(obj, export_dir, signatures=None, options=None):
             f'Unable to save checkpoint to "{prefix}" in graph mode without a default '
             "session. Please use `with tf.Session():` to create a session."
         )
-    saver = _Saver(obj, signatures)
+    saver = _Saver(obj, signatures, children, identifier)
     object_graph, ckpt, built = saver.build()
     saved_model = SavedModel(saved_model_schema_version=1)
     mg = saved_model.meta_graphs.add()
@@ -706,3 +716,4 @@ def save(obj, export_dir, signatures=None, options=None):
     with open(os.path.join(export_dir, "saved_model.pb"), "wb") as f:
         f.write(raw)
     fingerprinting.write(raw, saved_model, export_dir)
+    return saver
