@@ -363,6 +363,8 @@ _DEBUG_ATTRS = {"tensor_name": "", "debug_ops_spec": []}
 Copy = _identity_like("Copy", "input", "output", _DEBUG_ATTRS, False)
 CopyHost = _identity_like("CopyHost", "input", "output", _DEBUG_ATTRS, False)
 DeepCopy = _identity_like("DeepCopy", "x", "y", {}, True)
+# tf.raw_ops.Snapshot: a copy of its input (TF registers no gradient for it).
+Snapshot = _identity_like("Snapshot", "input", "output", {}, False)
 
 
 def _immutable_const_shape(op):

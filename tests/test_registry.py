@@ -152,6 +152,7 @@ _TF_NO_GRADIENT = {
     "Copy",
     "CopyHost",
     "DeepCopy",
+    "Snapshot",  # (tests/test_snapshot_op.py)
     "ImmutableConst",
     "RngSkip",
     "NonDeterministicInts",
