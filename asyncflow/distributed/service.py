@@ -177,13 +177,7 @@ class TaskService:
     # -- serving
     async def start(self, host: str, port: int):
         loop = asyncio.get_running_loop()
-        kw = {}
-        if self.tls is not None:
-            kw = {
-                "ssl": self.tls.server_context(),
-                "ssl_handshake_timeout": wire.HANDSHAKE_TIMEOUT,
-            }
-        self.server = await loop.create_server(self._new_connection, host, port, **kw)
+        self.server = await wire.serve(self._new_connection, host, port, self.tls)
         self._sweeper = loop.call_later(_ORPHAN_AFTER / 2, self._sweep)
         return self.server.sockets[0].getsockname()[1]
 

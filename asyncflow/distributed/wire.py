@@ -783,6 +783,15 @@ def _why(exc) -> str:
     return f": {exc}" if exc else ""
 
 
+async def serve(protocol_factory, host: str, port: int, tls: TLSConfig | None = None):
+    """An asyncio server on host:port making a connection with `protocol_factory` per
+    peer (over TLS with `tls`, the handshake bounded by HANDSHAKE_TIMEOUT)."""
+    kw = {}
+    if tls is not None:
+        kw = {"ssl": tls.server_context(), "ssl_handshake_timeout": HANDSHAKE_TIMEOUT}
+    return await asyncio.get_running_loop().create_server(protocol_factory, host, port, **kw)
+
+
 async def connect(
     host: str,
     port: int,

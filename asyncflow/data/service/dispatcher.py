@@ -69,14 +69,7 @@ class Dispatcher:
 
     # -- serving
     async def start(self, host: str, port: int) -> int:
-        loop = asyncio.get_running_loop()
-        kw = {}
-        if self.tls is not None:
-            kw = {
-                "ssl": self.tls.server_context(),
-                "ssl_handshake_timeout": wire.HANDSHAKE_TIMEOUT,
-            }
-        self.server = await loop.create_server(self._new_connection, host, port, **kw)
+        self.server = await wire.serve(self._new_connection, host, port, self.tls)
         return self.server.sockets[0].getsockname()[1]
 
     def _new_connection(self) -> wire.Connection:

@@ -294,14 +294,7 @@ class Worker:
         port.  `worker_address` is what consumers dial ("%port%" becomes the port).
 
         Raises UnavailableError when the dispatcher cannot be reached."""
-        loop = asyncio.get_running_loop()
-        kw = {}
-        if self.tls is not None:
-            kw = {
-                "ssl": self.tls.server_context(),
-                "ssl_handshake_timeout": wire.HANDSHAKE_TIMEOUT,
-            }
-        self.server = await loop.create_server(self._new_connection, host, port, **kw)
+        self.server = await wire.serve(self._new_connection, host, port, self.tls)
         port = self.server.sockets[0].getsockname()[1]
         self.address = worker_address.replace("%port%", str(port))
         dhost, dport = split_address(dispatcher)
