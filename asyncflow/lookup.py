@@ -157,17 +157,17 @@ class StaticHashTable(_Table):
             from asyncflow.ops import array_ops
 
             handle_op = self._handle.op
-            attrs = {
+            anonymous = handle_op.type.startswith("Anonymous")
+            attrs = {} if anonymous else {
                 key: handle_op.get_attr(key)
                 for key in ("container", "shared_name", "use_node_name_sharing")
-            }
-
-            shared = attrs.pop("shared_name")
+            }  # fmt: skip
+            shared = attrs.pop("shared_name", None)
 
             def _creator():
                 return _table_op(
                     "HashTableV2", "hash_table", self._key_dtype, self._value_dtype,
-                    shared, attrs,
+                    shared, attrs, anonymous=anonymous,
                 )  # fmt: skip
 
             def _initializer():

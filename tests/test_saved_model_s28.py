@@ -205,3 +205,31 @@ def test_fingerprint_cat64_chain():
     # Order matters, and the result stays 64-bit.
     a, b = fingerprint_cat64(1, 2), fingerprint_cat64(2, 1)
     assert a != b and 0 <= a < 2**64 and 0 <= b < 2**64
+
+
+def test_save_an_anonymous_table(tmp_path):
+    # Its handle op has no container or shared name: the saved creator makes an
+    # anonymous table too, and the saved graph's node names none.
+    from asyncflow.protos import saved_model_pb2
+
+    with tf.Graph().as_default():
+        m = tf.Module()
+        m.kv = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(["a", "b"], [1, 2], value_dtype=tf.int64),
+            -1,
+            experimental_is_anonymous=True,
+        )
+        m.f = tf.function(
+            lambda s: m.kv.lookup(s), input_signature=[tf.TensorSpec([None], tf.string)]
+        )
+        with tf.Session():
+            tf.saved_model.save(m, str(tmp_path / "m"))
+    sm = saved_model_pb2.SavedModel.FromString((tmp_path / "m" / "saved_model.pb").read_bytes())
+    mg = sm.meta_graphs[0]
+    kinds = [n.WhichOneof("kind") for n in mg.object_graph_def.nodes]
+    assert kinds.count("resource") == 1
+    ops_in = {f.signature.name: [n.op for n in f.node_def] for f in mg.graph_def.library.function}
+    creators = [v for k, v in ops_in.items() if "_create_resource" in k]
+    assert [ops[0] for ops in creators] == ["AnonymousHashTable"]
+    (table,) = [n for n in mg.graph_def.node if n.op == "AnonymousHashTable"]
+    assert "shared_name" not in table.attr

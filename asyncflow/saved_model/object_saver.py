@@ -545,10 +545,12 @@ def _resource_nodes(saver: _Saver, mg, object_graph, handles: dict) -> list:
             nd = gd.node.add(name=unique("hash_table"), op=src.type)
             nd.attr["key_dtype"].type = obj.key_dtype.as_datatype_enum
             nd.attr["value_dtype"].type = obj.value_dtype.as_datatype_enum
-            for key in ("container", "shared_name"):
-                value = src.get_attr(key)
-                nd.attr[key].s = value.encode() if isinstance(value, str) else value
-            nd.attr["use_node_name_sharing"].b = bool(src.get_attr("use_node_name_sharing"))
+            if not src.type.startswith("Anonymous"):  # (an anonymous table has no name)
+                for key in ("container", "shared_name"):
+                    value = src.get_attr(key)
+                    nd.attr[key].s = value.encode() if isinstance(value, str) else value
+                sharing = src.get_attr("use_node_name_sharing")
+                nd.attr["use_node_name_sharing"].b = bool(sharing)
             handles[i] = nd.name
         elif isinstance(obj, Asset):
             k = saver.assets.index(obj)
