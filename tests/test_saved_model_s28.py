@@ -158,7 +158,16 @@ def _our_hashes(directory):
 
     raw = (directory / "saved_model.pb").read_bytes()
     sm = saved_model_pb2.SavedModel.FromString(raw)
-    return fingerprinting.create_fingerprint_def(raw, sm, str(directory))
+    return fingerprinting.create_fingerprint_def(sm, str(directory))
+
+
+_HASHES = (
+    "saved_model_checksum",
+    "graph_def_program_hash",
+    "signature_def_hash",
+    "saved_object_graph_hash",
+    "checkpoint_hash",
+)
 
 
 @pytest.mark.parametrize("name", ["text_table", "kv_table"])
@@ -166,6 +175,7 @@ def test_fingerprint_hashes_of_tfs_models_are_tfs(name):
     want = EXPECTED[name]["fingerprint_tf"]
     fp = _our_hashes(FIXTURES / name)
     for field in (
+        "saved_model_checksum",
         "graph_def_program_hash",
         "signature_def_hash",
         "saved_object_graph_hash",
@@ -176,16 +186,11 @@ def test_fingerprint_hashes_of_tfs_models_are_tfs(name):
 
 def test_save_writes_the_fingerprint_tf_computes(tmp_path):
     from asyncflow.protos.fingerprint_pb2 import FingerprintDef
-    from asyncflow.saved_model import fingerprinting
 
     out = _save(tmp_path)
     fp = FingerprintDef.FromString((out / "fingerprint.pb").read_bytes())
     tf_fp = OURS["fingerprint_tf"]  # TF's own fingerprinting of the directory we wrote
-    assert [fp.signature_def_hash, fp.saved_object_graph_hash, fp.checkpoint_hash] == [
-        tf_fp["signature_def_hash"],
-        tf_fp["saved_object_graph_hash"],
-        tf_fp["checkpoint_hash"],
-    ]
+    assert {f: getattr(fp, f) for f in _HASHES} == {f: tf_fp[f] for f in _HASHES}
     # TF's read_fingerprint read the file we wrote (producer 4, as TF 2.21's).
     assert OURS["fingerprint_read"] == [
         fp.signature_def_hash,
@@ -193,10 +198,32 @@ def test_save_writes_the_fingerprint_tf_computes(tmp_path):
         fp.checkpoint_hash,
         fp.version.producer,
     ]
-    assert fp.saved_model_checksum == fingerprinting.fingerprint64(
-        (out / "saved_model.pb").read_bytes()
-    )
     assert len(fp.uuid) >= 20 and fp.uuid.isdigit()
+
+
+def test_hashes_serialise_maps_in_cpp_key_order():
+    # Python's protobuf orders a map's keys otherwise than C++ ("config_proto" before
+    # "config", integer keys descending); TF hashes C++'s bytes.  The hashes are what TF
+    # 2.21's CreateFingerprintDef gave for these two SavedModels.
+    from asyncflow.protos import saved_model_pb2
+    from asyncflow.saved_model import fingerprinting
+
+    def hashes(sm):
+        fp = fingerprinting.create_fingerprint_def(sm, "/nonexistent")
+        return fp.saved_model_checksum, fp.graph_def_program_hash
+
+    sm = saved_model_pb2.SavedModel()
+    fn = sm.meta_graphs.add().graph_def.library.function.add()
+    fn.signature.name = "f_1"
+    fn.arg_attr[0].attr["a"].i = 1
+    fn.arg_attr[1].attr["a"].i = 1
+    assert hashes(sm) == (16793021690695357061, 1826355931633539578)
+    sm = saved_model_pb2.SavedModel()
+    node = sm.meta_graphs.add().graph_def.node.add()
+    node.name, node.op = "n", "NoOp"
+    for key in ("config_proto", "config", "aa", "a"):
+        node.attr[key].s = b""
+    assert hashes(sm) == (15544429282672033707, 1006237206168255570)
 
 
 def test_fingerprint_cat64_chain():

@@ -3,7 +3,7 @@
 Each field is a FarmHash Fingerprint64 of deterministically serialised protos, or a
 FingerprintCat64 chain of them:
 
-- saved_model_checksum: the whole SavedModel (the bytes written to saved_model.pb);
+- saved_model_checksum: the whole SavedModel, serialised as TF's C++ serialises it;
 - graph_def_program_hash: the meta graph's GraphDef with the function library and the
   versions emptied, calls' function names without their numeric suffix, their
   `config_proto` emptied, and string constants' values cleared ("regularised");
@@ -13,18 +13,24 @@ FingerprintCat64 chain of them:
 - checkpoint_hash: variables/variables.index's bytes (0 when there is none);
 - uuid: 128 random bits in decimal; version.producer 4, as TF 2.21 writes.
 
-On a directory asyncflow wrote, TF's own fingerprinting computes the same
-signature_def_hash, saved_object_graph_hash and checkpoint_hash; its saved_model_checksum
-and graph_def_program_hash differ (TF hashes its C++ re-serialisation of the parsed
-protos; the bytes where it differs from ours were not found).  On TF's files, these
-functions give TF's four regularised hashes.
+"Deterministic" is C++ protobuf's: map entries in ascending key order (strings bytewise,
+a prefix first; integers by value).  Python's protobuf (upb) orders them otherwise
+("config_proto" before "config"; integer keys descending), so where a message holds a map
+these hashes serialise it themselves (`_cpp_deterministic`): a call node's `config` and
+`config_proto` attrs, a FunctionDef's `arg_attr`, made every hash of a graph with them
+differ from TF's.  TF's fingerprinting of a directory asyncflow wrote gives the same five
+hashes as ours, and ours of TF's directories TF's.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
+import struct
+
+from google.protobuf.descriptor import FieldDescriptor as _T
 
 from asyncflow.ops.string_hash_ops import fingerprint64
 from asyncflow.protos.fingerprint_pb2 import FingerprintDef
@@ -59,7 +65,84 @@ def fingerprint_cat64(fp1: int, fp2: int) -> int:
 
 
 def _hash(message) -> int:
-    return fingerprint64(message.SerializeToString(deterministic=True))
+    return fingerprint64(_cpp_deterministic(message))
+
+
+@functools.cache
+def _holds_a_map(descriptor, _seen=frozenset()) -> bool:
+    """Whether a message of this type can hold a map field, at any depth."""
+    if descriptor.full_name in _seen:
+        return False
+    seen = _seen | {descriptor.full_name}
+    for fd in descriptor.fields:
+        if fd.message_type is not None:
+            if fd.message_type.GetOptions().map_entry or _holds_a_map(fd.message_type, seen):
+                return True
+    return False
+
+
+def _varint(v: int) -> bytes:
+    v &= (1 << 64) - 1  # negative int32/int64: ten bytes of two's complement, as protobuf
+    out = bytearray()
+    while True:
+        byte, v = v & 0x7F, v >> 7
+        if v:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+_FIXED = {  # wire type and layout of the fixed-width scalars
+    _T.TYPE_FIXED32: (5, "<I"), _T.TYPE_SFIXED32: (5, "<i"), _T.TYPE_FLOAT: (5, "<f"),
+    _T.TYPE_FIXED64: (1, "<Q"), _T.TYPE_SFIXED64: (1, "<q"), _T.TYPE_DOUBLE: (1, "<d"),
+}  # fmt: skip
+
+
+def _field(number: int, fd, value) -> bytes:
+    """One scalar or message field of a map entry, tag included, as C++ writes it."""
+    t = fd.type
+    if t == _T.TYPE_MESSAGE:
+        body = _cpp_deterministic(value)
+        return _varint(number << 3 | 2) + _varint(len(body)) + body
+    if t in (_T.TYPE_STRING, _T.TYPE_BYTES):
+        body = value.encode() if isinstance(value, str) else bytes(value)
+        return _varint(number << 3 | 2) + _varint(len(body)) + body
+    if t in (_T.TYPE_SINT32, _T.TYPE_SINT64):
+        return _varint(number << 3) + _varint((value << 1) ^ (value >> 63))
+    fixed = _FIXED.get(t)
+    if fixed is not None:
+        return _varint(number << 3 | fixed[0]) + struct.pack(fixed[1], value)
+    return _varint(number << 3) + _varint(int(value))  # int32/64, uint32/64, bool, enum
+
+
+def _cpp_deterministic(message) -> bytes:
+    """`message` serialised as C++ protobuf's deterministic serialisation: fields in number
+    order, map entries by ascending key, each entry's key and value always written."""
+    if not _holds_a_map(message.DESCRIPTOR):
+        return message.SerializeToString(deterministic=True)  # (the same bytes)
+    out = bytearray()
+    for fd, value in message.ListFields():  # (in field number order)
+        tag = _varint(fd.number << 3 | 2)
+        entry_type = fd.message_type
+        if entry_type is not None and entry_type.GetOptions().map_entry:
+            key_fd, value_fd = entry_type.fields_by_name["key"], entry_type.fields_by_name["value"]
+            strings = key_fd.type in (key_fd.TYPE_STRING, key_fd.TYPE_BYTES)
+            for k in sorted(value, key=(lambda k: k.encode()) if strings else None):
+                body = _field(1, key_fd, k) + _field(2, value_fd, value[k])
+                out += tag + _varint(len(body)) + body
+        elif entry_type is not None:
+            for item in value if fd.is_repeated else (value,):
+                body = _cpp_deterministic(item)
+                out += tag + _varint(len(body)) + body
+        else:  # scalars: protobuf's own bytes for this one field
+            alone = type(message)()
+            if fd.is_repeated:
+                getattr(alone, fd.name).extend(value)
+            else:
+                setattr(alone, fd.name, value)
+            out += alone.SerializeToString(deterministic=True)
+    return bytes(out)
 
 
 def _graph_def_program_hash(graph_def) -> int:
@@ -108,12 +191,11 @@ def _saved_object_graph_hash(object_graph) -> int:
     return result
 
 
-def create_fingerprint_def(saved_model_bytes: bytes, saved_model, export_dir: str):
-    """The FingerprintDef of the SavedModel `saved_model` (serialised as
-    `saved_model_bytes`) written at `export_dir`."""
+def create_fingerprint_def(saved_model, export_dir: str):
+    """The FingerprintDef of the SavedModel `saved_model` written at `export_dir`."""
     mg = saved_model.meta_graphs[0]
     fp = FingerprintDef()
-    fp.saved_model_checksum = fingerprint64(saved_model_bytes)
+    fp.saved_model_checksum = _hash(saved_model)
     fp.graph_def_program_hash = _graph_def_program_hash(mg.graph_def)
     fp.signature_def_hash = _signature_def_hash(mg.signature_def)
     fp.saved_object_graph_hash = _saved_object_graph_hash(mg.object_graph_def)
@@ -126,8 +208,8 @@ def create_fingerprint_def(saved_model_bytes: bytes, saved_model, export_dir: st
     return fp
 
 
-def write(saved_model_bytes: bytes, saved_model, export_dir: str) -> None:
+def write(saved_model, export_dir: str) -> None:
     """Write export_dir/fingerprint.pb (after saved_model.pb and the variables)."""
-    fp = create_fingerprint_def(saved_model_bytes, saved_model, export_dir)
+    fp = create_fingerprint_def(saved_model, export_dir)
     with open(os.path.join(export_dir, FINGERPRINT_FILENAME), "wb") as f:
         f.write(fp.SerializeToString())

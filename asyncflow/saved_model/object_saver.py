@@ -717,5 +717,5 @@ def save_object(obj, export_dir, signatures=None, children=None, identifier=None
     raw = saved_model.SerializeToString(deterministic=True)
     with open(os.path.join(export_dir, "saved_model.pb"), "wb") as f:
         f.write(raw)
-    fingerprinting.write(raw, saved_model, export_dir)
+    fingerprinting.write(saved_model, export_dir)
     return saver
