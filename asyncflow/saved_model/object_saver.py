@@ -289,7 +289,8 @@ class _Saver:
         self._count += 1
         return f"__inference_{base}_{self._count}"
 
-    def _const_name(self, base: str) -> str:
+    def _const_name(self) -> str:
+        """TF's name for a saved constant: the first free `Const`, `Const_1`, ..."""
         taken = {o.name for o in self.objects if isinstance(o, _Constant)}
         taken |= {o.op.name for o in self.objects if isinstance(o, ResourceVariable)}
         name, k = "Const", 0
@@ -399,7 +400,7 @@ class _Saver:
             elif isinstance(obj, Asset):
                 node.asset.asset_file_def_index = self.assets.index(obj)
             elif isinstance(obj, _Constant):
-                node.constant.operation = obj.name = self._const_name(obj.tensor.op.name)
+                node.constant.operation = obj.name = self._const_name()
             else:
                 node.user_object.identifier = self._identifier(obj)
                 node.user_object.version.producer = 1
