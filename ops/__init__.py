@@ -97,6 +97,7 @@ from asyncflow.ops import (  # noqa: F401
     quantization_ops,
     quantize_dequantize_ops,
     quantized_fused_ops,
+    quantized_image_ops,
     quantized_math_ops,
     quantized_nn_ops,
     ragged_ops,

@@ -3,7 +3,8 @@ tests/fixtures/quantized_fused_cases.py into quantized_fused_tf.json: their OpDe
 static shapes TF's shape functions give, and every output code (float32 bit pattern for
 float outputs) of TF's unfused chain of CPU kernels, which is what each fused op computes
 here (TF's own fused kernels are oneDNN placeholders on its CPU build: recorded errors).
-QuantizedBatchNormWithGlobalNormalization's values are TF's own kernel's."""
+QuantizedBatchNormWithGlobalNormalization's, QuantizedResizeBilinear's and
+QuantizedInstanceNorm's values are TF's own kernels' (they compute on CPU)."""
 
 from __future__ import annotations
 
@@ -123,7 +124,8 @@ def test_qint8_codes_give_the_same_values(label, keys):
 def test_tf_fused_kernels_do_not_compute_on_cpu():
     # what the record says TF's own fused kernels do (why the chain is the reference)
     fused = _RECORD["tf_fused"]
-    assert set(fused) == set(_OPDEFS) - {"QuantizedBatchNormWithGlobalNormalization"}
+    own = {"QuantizedBatchNormWithGlobalNormalization", "QuantizedResizeBilinear"}
+    assert set(fused) == set(_OPDEFS) - own - {"QuantizedInstanceNorm"}
     assert all(outcome.startswith("ERR ") for outcome in fused.values())
 
 
@@ -159,3 +161,19 @@ def test_unregistered_types_and_modes_raise():
     with pytest.raises(errors.InvalidArgumentError, match="min_freezed_output must be <= 0"):
         inputs = {**_CASES["conv_req"]["inputs"], "min_freezed_output": 1.0}
         _error(_CASES["conv_req"], inputs)
+
+
+def test_resize_of_qint32_to_the_same_size_copies_the_codes():
+    case = _CASES["resize_qint32"]
+    inputs = {**case["inputs"], "size": ["int32", [2], [2, 3]]}
+    assert _run(case, inputs)[1][0]["codes"] == np.ravel(case["inputs"]["images"][2]).tolist()
+
+
+def test_instance_norm_ranges_must_be_ordered():
+    case = _CASES["inorm"]
+    with pytest.raises(errors.InvalidArgumentError, match="input_min must be less than"):
+        _error(case, {**case["inputs"], "x_min": 3.0})
+    with pytest.raises(errors.InvalidArgumentError, match="given_y_min must be less than"):
+        _error(case, attrs={"output_range_given": True, "given_y_min": 1.0, "given_y_max": 0.0})
+    with pytest.raises(errors.InvalidArgumentError, match="No OpKernel was registered"):
+        _error(case, {**case["inputs"], "x": ["qint8", [1, 1, 1, 1], [3]]})
