@@ -177,3 +177,27 @@ def test_instance_norm_ranges_must_be_ordered():
         _error(case, attrs={"output_range_given": True, "given_y_min": 1.0, "given_y_max": 0.0})
     with pytest.raises(errors.InvalidArgumentError, match="No OpKernel was registered"):
         _error(case, {**case["inputs"], "x": ["qint8", [1, 1, 1, 1], [3]]})
+
+
+def test_qint32_bias_is_read_in_the_core_output_range():
+    # a qint32 bias stands for its codes' values in the range QuantizedConv2D gives
+    case = _CASES["conv_bias"]
+    ins = case["inputs"]
+    codes = np.array([-(2**20), 3 * 2**19, 2**21], np.int64)
+    with tf.Graph().as_default():
+        conv = tf.raw_ops.QuantizedConv2D(
+            input=_tensor(ins["input"]), filter=_tensor(ins["filter"]),
+            min_input=ins["min_input"], max_input=ins["max_input"],
+            min_filter=ins["min_filter"], max_filter=ins["max_filter"], **case["attrs"],
+        )  # fmt: skip
+        values = tf.raw_ops.Dequantize(
+            input=tf.constant(codes, tf.qint32), min_range=conv[1], max_range=conv[2],
+            mode="MIN_FIRST",
+        )  # fmt: skip
+        with tf.Session() as sess:
+            floats = sess.run(values)
+    frozen = {"min_freezed_output": -10.0, "max_freezed_output": 12.0}
+    op = {**case, "op": "QuantizedConv2DWithBiasAndRequantize"}
+    as_float = {**ins, **frozen, "bias": ["float32", [3], floats.tolist()]}
+    as_codes = {**ins, **frozen, "bias": ["qint32", [3], codes.tolist()]}
+    assert _run(op, as_codes)[1] == _run(op, as_float)[1]
