@@ -96,6 +96,8 @@ from asyncflow.ops import (  # noqa: F401
     proto_ops,
     quantization_ops,
     quantize_dequantize_ops,
+    quantized_fused_ops,
+    quantized_image_ops,
     quantized_math_ops,
     quantized_nn_ops,
     ragged_ops,

@@ -222,6 +222,8 @@ def _into(codes, lo, hi, dt, out_lo, out_hi):
 def _quantized_sum(xc, t1, lo_x, hi_x, yc, t2, lo_y, hi_y, bits):
     out_lo, out_hi = _sum_range(lo_x, hi_x, lo_y, hi_y, bits)
     z = _into(xc, lo_x, hi_x, t1, out_lo, out_hi) + _into(yc, lo_y, hi_y, t2, out_lo, out_hi)
+    # TF adds the code of 0.0 in the sum's range too: -1, not 0, for some ranges
+    z += _float_to_quantized(0.0, float(out_lo), float(out_hi), dtypes.qint32)
     return z.astype(np.int32), np.array(out_lo), np.array(out_hi)
 
 

@@ -57,6 +57,9 @@ _GRADIENT_PENDING = {
 _TPU_RAW_GRADIENTS = json.loads(
     (pathlib.Path(__file__).parent / "fixtures" / "tpu_raw_ops_tf.json").read_text()
 )["gradients"]
+_QUANTIZED_FUSED_GRADIENTS = json.loads(
+    (pathlib.Path(__file__).parent / "fixtures" / "quantized_fused_tf.json").read_text()
+)["gradients"]
 _TF_NO_GRADIENT = {
     "ResizeArea",
     "AdjustContrastv2",
@@ -265,6 +268,8 @@ _TF_NO_GRADIENT = {
     "UnbatchGrad",
     # (tests/test_tpu_raw_ops.py::test_gradients_as_in_tf)
     *(n for n, has in _TPU_RAW_GRADIENTS.items() if has == "none"),
+    # (tests/test_quantized_fused_ops.py::test_no_gradient_as_tf)
+    *(n for n, has in _QUANTIZED_FUSED_GRADIENTS.items() if has == "none"),
 }
 
 
