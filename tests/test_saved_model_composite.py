@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ import asyncflow as tf
 from asyncflow.protos import saved_object_graph_pb2 as sog
 from asyncflow.protos.meta_graph_pb2 import TensorInfo
 from asyncflow.protos.saved_model_pb2 import SavedModel
+from asyncflow.saved_model.object_saver import NotEncodableError
 from tests.fixtures import saved_model_composite_cases as cases
 
 pytestmark = pytest.mark.timeout(60)
@@ -182,3 +185,100 @@ def test_signatures_as_tf_writes_them(ours, key):
                 c.ClearField("name")
             got[k] = info
         assert got == {k: _parsed(v, TensorInfo()) for k, v in want["signature_def"][side].items()}
+
+
+def test_composite_argument_that_does_not_fit_fails_as_tf():
+    with tf.Graph().as_default():
+        m = tf.saved_model.load_v2(str(FIXTURES))
+        wrong = tf.RaggedTensor.from_row_splits(
+            tf.constant([1, 2], tf.int32), tf.constant([0, 2], tf.int64)
+        )
+        # (TF shows the wanted shape as (None,); asyncflow's TensorSpec repr says (?,))
+        want = "Can not cast TensorSpec(shape=(2,), dtype=tf.int32, name=None) to TensorSpec("
+        with pytest.raises(TypeError, match=re.escape(want) + ".*dtype=tf.float32"):
+            m.rag(wrong)
+        with pytest.raises(TypeError, match="Binding inputs to tf.function failed"):
+            m.rag(tf.constant([1.0, 2.0]))  # (a dense tensor for a ragged argument)
+
+
+def test_extension_type_argument_is_refused_as_tf(tmp_path):
+    class Pt(tf.experimental.ExtensionType):
+        x: tf.Tensor
+
+    class M(tf.Module):
+        @tf.function(input_signature=[Pt.Spec(x=tf.TensorSpec([None], tf.float32))])
+        def f(self, p):
+            return p.x * 2.0
+
+    with tf.Graph().as_default(), tf.Session():
+        with pytest.raises(NotEncodableError, match=r"No encoder for object .*Pt\.Spec"):
+            tf.saved_model.save(M(), str(tmp_path / "m"))
+
+
+def test_unknown_type_spec_class_is_a_clear_error(tmp_path):
+    sm = SavedModel.FromString((FIXTURES / "saved_model.pb").read_bytes())
+    og = sm.meta_graphs[0].object_graph_def
+    for concrete in og.concrete_functions.values():
+        x = concrete.output_signature
+        if x.WhichOneof("kind") == "type_spec_value":
+            x.type_spec_value.type_spec_class = sog.TypeSpecProto.OPTIONAL_SPEC
+            x.type_spec_value.type_spec_class_name = "OptionalSpec"
+    shutil.copytree(FIXTURES, tmp_path / "m")
+    (tmp_path / "m" / "saved_model.pb").write_bytes(sm.SerializeToString())
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="OptionalSpec, which asyncflow cannot read"):
+            tf.saved_model.load_v2(str(tmp_path / "m"))
+
+
+@pytest.mark.parametrize("which", ["tf", "ours"])
+def test_tf1_loader_rebuilds_composite_signature_outputs(ours, which):
+    directory = FIXTURES if which == "tf" else ours
+    with tf.Session(graph=tf.Graph()) as sess:
+        mg = tf.saved_model.loader.load(sess, ["serve"], str(directory))
+        for key, kwargs in cases.SIGNATURE_CALLS:
+            sig = mg.signature_def[key]
+            outs = {
+                k: tf.saved_model.utils.get_tensor_from_tensor_info(v)
+                for k, v in sig.outputs.items()
+            }
+            feeds = {sig.inputs[k].name: data for k, (_, data) in kwargs.items()}
+            assert _plain(sess.run(outs, feeds)) == EXPECTED["signatures"][key]
+
+
+def test_build_tensor_info_of_composites_as_tf():
+    want = EXPECTED["structure"]["signatures"]
+    with tf.Graph().as_default():
+        values = tf.placeholder(tf.float32, [None])
+        splits = tf.placeholder(tf.int64, [None])
+        info = tf.saved_model.utils.build_tensor_info(
+            tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+        )
+        assert [c.name for c in info.composite_tensor.components] == [
+            values.name,
+            splits.name,
+        ]
+        for c in info.composite_tensor.components:
+            c.ClearField("name")
+        assert info == text_format.Parse(
+            want["rag"]["signature_def"]["outputs"]["output_0"], TensorInfo()
+        )
+        sp = tf.SparseTensor(
+            tf.placeholder(tf.int64, [None, 2]),
+            tf.placeholder(tf.float32, [None]),
+            tf.placeholder(tf.int64, [2]),
+        )
+        sp._static_shape = tf.TensorShape([None, 3])
+        info = tf.saved_model.utils.build_tensor_info(sp)
+        assert info.coo_sparse.indices_tensor_name == sp.indices.name
+        assert info.coo_sparse.values_tensor_name == sp.values.name
+        assert info.coo_sparse.dense_shape_tensor_name == sp.dense_shape.name
+        info.coo_sparse.Clear()
+        assert info == text_format.Parse(
+            want["sp"]["signature_def"]["outputs"]["output_1"], TensorInfo()
+        )
+        back = tf.saved_model.utils.get_tensor_from_tensor_info(
+            tf.saved_model.utils.build_tensor_info(sp)
+        )
+        assert isinstance(back, tf.SparseTensor) and back.values is sp.values
+        with pytest.raises(ValueError, match="Invalid TensorInfo.encoding: None"):
+            tf.saved_model.utils.get_tensor_from_tensor_info(TensorInfo())

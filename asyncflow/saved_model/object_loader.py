@@ -517,6 +517,19 @@ class RestoredFunction:
                 got = TensorSpec(value.shape, value.dtype.base_dtype, name)
                 reason = f"Can not cast {got!r} to {spec!r}"
                 break
+            if isinstance(spec, TypeSpec) and isinstance(value, spec.value_type):
+                # (a composite: the first component that does not fit, as TF says it)
+                parts = nest.flatten(value, expand_composites=True)
+                bad = [
+                    (t, want)
+                    for t, want in zip(parts, _component_specs(spec), strict=False)
+                    if not _fits(t, want)
+                ]
+                if bad:
+                    t, want = bad[0]
+                    got = TensorSpec(t.shape, t.dtype.base_dtype)
+                    reason = f"Can not cast {got!r} to {want!r}"
+                    break
         raise TypeError(
             f"Binding inputs to tf.function failed due to `{reason}`. Received args: "
             f"{tuple(args)!r} and kwargs: {kwargs!r} for signature: ({_signature_text(specs)})."
