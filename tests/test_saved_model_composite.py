@@ -39,6 +39,14 @@ def _arg(kind, data):
         return tf.RaggedTensor.from_row_splits(
             tf.constant(values, tf.float32), tf.constant(splits, tf.int64)
         )
+    if kind == "ragged2":
+        outer, inner, values = data
+        return tf.RaggedTensor.from_row_splits(
+            tf.RaggedTensor.from_row_splits(
+                tf.constant(values, tf.float32), tf.constant(inner, tf.int64)
+            ),
+            tf.constant(outer, tf.int64),
+        )
     if kind == "sparse":
         indices, values, shape = data
         return tf.SparseTensor(
@@ -59,7 +67,9 @@ def _plain(x):
     if isinstance(x, list | tuple) and not hasattr(x, "_fields"):
         return [_plain(v) for v in x]
     if isinstance(x, tf.ragged.RaggedTensorValue):
-        return {"ragged": [x.values.tolist(), x.row_splits.tolist()]}
+        return {"ragged": [_plain(x.values), x.row_splits.tolist()]}
+    if isinstance(x, tf.IndexedSlicesValue):
+        return {"slices": [x.values.tolist(), x.indices.tolist(), x.dense_shape.tolist()]}
     if isinstance(x, tf.SparseTensorValue):
         return {"sparse": [x.indices.tolist(), x.values.tolist(), x.dense_shape.tolist()]}
     return np.asarray(x).tolist()

@@ -55,6 +55,7 @@ from asyncflow import graph as ops
 from asyncflow.composite_specs import IndexedSlicesSpec, RaggedTensorSpec, type_spec_from_value
 from asyncflow.framework_extras import TensorSpec, make_ndarray, make_tensor_proto
 from asyncflow.graph_io import GRAPH_DEF_VERSION
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.meta_graph import TENSORFLOW_VERSION
 from asyncflow.ops import array_ops, io_ops
 from asyncflow.protos import saved_object_graph_pb2 as sog
@@ -198,6 +199,19 @@ def _output_spec(t, name):
     if nest.is_composite(t):
         return type_spec_from_value(t)
     return TensorSpec(t.shape, t.dtype.base_dtype, name)
+
+
+def _signature_output_spec(t, name):
+    """A signature result's spec, as TF's wrapper, which calls the function, sees it: an
+    IndexedSlices' dense shape is then a tensor of unknown value (its rank known); a
+    SparseTensor and a RaggedTensor keep their shapes."""
+    if isinstance(t, IndexedSlices) and t.dense_shape is not None:
+        spec = type_spec_from_value(t)
+        shape, values_dtype, indices_dtype, dense_dtype, indices_shape = spec._serialize()
+        rank = t.dense_shape.shape[0].value if t.dense_shape.shape.rank == 1 else None
+        shape = tensor_shape.unknown_shape(rank)
+        return IndexedSlicesSpec(shape, values_dtype, indices_dtype, dense_dtype, indices_shape)
+    return _output_spec(t, name)
 
 
 def _is_resource(obj) -> bool:
@@ -417,7 +431,8 @@ class _Saver:
             kw: TensorSpec(s.shape, s.dtype, kw) for kw, s in zip(keywords, specs, strict=True)
         }
         _value(entry.canonicalized_input_signature, ((), in_specs))
-        _value(entry.output_signature, {k: _output_spec(t, k) for k, t in named.items()})
+        out_specs = {k: _signature_output_spec(t, k) for k, t in named.items()}
+        _value(entry.output_signature, out_specs)
         saved.concrete_function_name = fname
         saved.argument_keywords.extend(keywords)
         saved.allowed_positional_arguments = len(keywords)
@@ -681,7 +696,7 @@ def _output_info(info, t, call: str, k: int) -> int:
         info.tensor_shape.CopyFrom(type_spec_from_value(t).shape.as_proto())
         return k + 3
     composite = info.composite_tensor
-    _type_spec(composite.type_spec, type_spec_from_value(t))
+    _type_spec(composite.type_spec, _signature_output_spec(t, None))
     for j, part in enumerate(parts):
         _tensor_info(composite.components.add(), part, f"{call}:{k + j}")
     return k + len(parts)
