@@ -292,3 +292,24 @@ def test_build_tensor_info_of_composites_as_tf():
         assert isinstance(back, tf.SparseTensor) and back.values is sp.values
         with pytest.raises(ValueError, match="Invalid TensorInfo.encoding: None"):
             tf.saved_model.utils.get_tensor_from_tensor_info(TensorInfo())
+
+
+def test_fingerprint_hashes_of_tfs_directory_are_tfs():
+    # (the signatures' keywords "x", "x_1", "x_2": map entries in C++'s bytewise order)
+    from asyncflow.saved_model import fingerprinting
+
+    raw = (FIXTURES / "saved_model.pb").read_bytes()
+    fp = fingerprinting.create_fingerprint_def(raw, SavedModel.FromString(raw), str(FIXTURES))
+    assert {f: getattr(fp, f) for f in EXPECTED["fingerprint_tf"]} == EXPECTED["fingerprint_tf"]
+
+
+def test_deterministic_bytes_order_map_keys_bytewise():
+    from asyncflow.saved_model import fingerprinting
+
+    sig = SavedModel().meta_graphs.add().signature_def["s"]
+    for key in ("x_2", "x", "x_1", "lengths"):
+        sig.inputs[key].name = key + ":0"
+    raw = fingerprinting.deterministic_bytes(sig)
+    positions = [raw.index((k + ":0").encode()) for k in ("lengths", "x", "x_1", "x_2")]
+    assert positions == sorted(positions)
+    assert type(sig).FromString(raw) == sig

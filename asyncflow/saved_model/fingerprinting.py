@@ -13,11 +13,12 @@ FingerprintCat64 chain of them:
 - checkpoint_hash: variables/variables.index's bytes (0 when there is none);
 - uuid: 128 random bits in decimal; version.producer 4, as TF 2.21 writes.
 
-On a directory asyncflow wrote, TF's own fingerprinting computes the same
-signature_def_hash, saved_object_graph_hash and checkpoint_hash; its saved_model_checksum
-and graph_def_program_hash differ (TF hashes its C++ re-serialisation of the parsed
-protos; the bytes where it differs from ours were not found).  On TF's files, these
-functions give TF's four regularised hashes.
+"Deterministically serialised" is C++'s order, which `deterministic_bytes` writes: map
+entries sorted bytewise by key (protobuf's Python upb orders string keys otherwise:
+"x_1", "x_2", "x", which a signature's composite keywords, "x", "x_1", ..., showed).
+saved_model.pb is written in that form too, so on a directory asyncflow wrote TF's own
+fingerprinting computes all five hashes ours wrote (checked with TF 2.21, 2026-12-02);
+on TF's files, these functions give TF's four regularised hashes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import os
 import re
 import secrets
 
+from google.protobuf.unknown_fields import UnknownFieldSet
+
 from asyncflow.ops.string_hash_ops import fingerprint64
 from asyncflow.protos.fingerprint_pb2 import FingerprintDef
 from asyncflow.protos.graph_pb2 import GraphDef
@@ -33,6 +36,7 @@ from asyncflow.protos.graph_pb2 import GraphDef
 __all__ = [
     "FINGERPRINT_FILENAME",
     "create_fingerprint_def",
+    "deterministic_bytes",
     "fingerprint64",
     "fingerprint_cat64",
     "write",
@@ -58,8 +62,74 @@ def fingerprint_cat64(fp1: int, fp2: int) -> int:
     return _shift_mix(result)
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    return _varint((number << 3) | 2) + _varint(len(payload)) + payload
+
+
+def _map_key(key):
+    return key.encode() if isinstance(key, str) else key
+
+
+def deterministic_bytes(message) -> bytes:
+    """`message` serialised as TF's C++ SerializeToStringDeterministic writes it: fields
+    in number order, map entries by key (bytewise for strings).  protobuf's Python (upb)
+    deterministic mode orders string keys otherwise ("x_1" before "x"), so maps are
+    written here entry by entry; everything else is upb's own encoding of one field."""
+    out = []
+    for field, value in message.ListFields():  # (in field number order)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            for key in sorted(value, key=_map_key):
+                entry = field.message_type._concrete_class()
+                if value_field.message_type is not None:
+                    entry.key = key
+                    body = entry.SerializeToString()
+                    body += _length_delimited(value_field.number, deterministic_bytes(value[key]))
+                else:
+                    entry.key, entry.value = key, value[key]
+                    body = entry.SerializeToString(deterministic=True)
+                out.append(_length_delimited(field.number, body))
+        elif field.message_type is not None:
+            items = value if field.is_repeated else [value]
+            out.extend(_length_delimited(field.number, deterministic_bytes(v)) for v in items)
+        else:
+            single = type(message)()
+            if field.is_repeated:
+                getattr(single, field.name).extend(value)
+            else:
+                setattr(single, field.name, value)
+            out.append(single.SerializeToString(deterministic=True))
+    return b"".join(out) + _unknown(message)
+
+
+def _unknown(message) -> bytes:
+    """The unknown fields' bytes, as parsed (kept at the end, as C++ writes them)."""
+    if not len(UnknownFieldSet(message)):
+        return b""
+    whole = message.SerializeToString(deterministic=True)
+    known = type(message)()
+    known.CopyFrom(message)
+    known.DiscardUnknownFields()
+    rest = known.SerializeToString(deterministic=True)
+    if len(whole) == len(rest):
+        return b""
+    # (upb writes unknown fields after the known ones)
+    return whole[len(rest) :]
+
+
 def _hash(message) -> int:
-    return fingerprint64(message.SerializeToString(deterministic=True))
+    return fingerprint64(deterministic_bytes(message))
 
 
 def _graph_def_program_hash(graph_def) -> int:

@@ -828,7 +828,7 @@ def save_object(obj, export_dir, signatures=None, children=None, identifier=None
             tensors,
         )
     session.run(op)
-    raw = saved_model.SerializeToString(deterministic=True)
+    raw = fingerprinting.deterministic_bytes(saved_model)
     with open(os.path.join(export_dir, "saved_model.pb"), "wb") as f:
         f.write(raw)
     fingerprinting.write(raw, saved_model, export_dir)
