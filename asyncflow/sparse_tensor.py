@@ -45,10 +45,11 @@ class SparseTensorSpec(TypeSpec):
     @classmethod
     def from_value(cls, value):
         """The spec of a SparseTensor: its dense shape as far as it is known when the
-        graph is built (TF's constant_value_as_shape), and its values' dtype."""
+        graph is built (TF's constant_value_as_shape, merged with the shape it was
+        declared or traced with), and its values' dtype."""
         dense = value.dense_shape
-        if isinstance(dense, ops.Tensor):
-            return cls(ops.constant_shape(dense), value.dtype)
+        if isinstance(dense, ops.Tensor):  # (with a static shape beyond it: TF's default)
+            return cls(value.shape, value.dtype)
         return cls(tensor_shape.unknown_shape(dense.shape[0].value), value.dtype)
 
     def is_compatible_with(self, other) -> bool:
@@ -86,7 +87,8 @@ class SparseTensor:
             sparse_tensor_value.dense_shape,
         )
 
-    # A static shape known beyond dense_shape's value (sparse_placeholder's `shape`).
+    # A static shape known beyond dense_shape's value (sparse_placeholder's `shape`, a
+    # traced SparseTensorSpec's).
     _static_shape: tensor_shape.TensorShape | None = None
 
     def __init__(self, indices, values, dense_shape):

@@ -317,7 +317,9 @@ def _from_components(spec, tensors: list):
     if isinstance(spec, TensorSpec):
         return tensors[0]
     if isinstance(spec, SparseTensorSpec):
-        return SparseTensor(*tensors)
+        out = SparseTensor(*tensors)
+        out._static_shape = spec.shape  # (TF: the spec's shape, beyond dense_shape's value)
+        return out
     if isinstance(spec, RaggedTensorSpec):
         values = tensors[0]
         for splits in reversed(tensors[1:]):

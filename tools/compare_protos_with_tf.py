@@ -87,7 +87,6 @@ PAIRS = {
 # Fields asyncflow does not model (kept as unknown fields when present).
 ALLOWED_MISSING = {
     "GraphDef.debug_info",
-    "TensorInfo.composite_tensor",
     "ServerDef.default_session_config",  # a ConfigProto: a Python object in asyncflow
     "ServerDef.cluster_device_filters",
     "PredictRequest.predict_streamed_options",

@@ -10,9 +10,8 @@ two sets of descriptors colliding in protobuf's default pool.
 The *_pb2.py / *_pb2.pyi modules are generated and committed; `make protos` regenerates
 them (grpcio-tools' bundled protoc; the runtime needs only `protobuf`).
 
-Fields TF has and these files leave out (GraphDef.debug_info,
-TensorInfo.composite_tensor) survive a parse/serialise round trip as protobuf's unknown
-fields.
+Fields TF has and these files leave out (GraphDef.debug_info) survive a
+parse/serialise round trip as protobuf's unknown fields.
 """
 
 from asyncflow.protos.allocation_description_pb2 import AllocationDescription

@@ -112,7 +112,7 @@ class CollectionDef(_message.Message):
     def __init__(self, node_list: _Optional[_Union[CollectionDef.NodeList, _Mapping]] = ..., bytes_list: _Optional[_Union[CollectionDef.BytesList, _Mapping]] = ..., int64_list: _Optional[_Union[CollectionDef.Int64List, _Mapping]] = ..., float_list: _Optional[_Union[CollectionDef.FloatList, _Mapping]] = ..., any_list: _Optional[_Union[CollectionDef.AnyList, _Mapping]] = ...) -> None: ...
 
 class TensorInfo(_message.Message):
-    __slots__ = ("name", "coo_sparse", "dtype", "tensor_shape")
+    __slots__ = ("name", "coo_sparse", "composite_tensor", "dtype", "tensor_shape")
     class CooSparse(_message.Message):
         __slots__ = ("values_tensor_name", "indices_tensor_name", "dense_shape_tensor_name")
         VALUES_TENSOR_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -122,15 +122,24 @@ class TensorInfo(_message.Message):
         indices_tensor_name: str
         dense_shape_tensor_name: str
         def __init__(self, values_tensor_name: _Optional[str] = ..., indices_tensor_name: _Optional[str] = ..., dense_shape_tensor_name: _Optional[str] = ...) -> None: ...
+    class CompositeTensor(_message.Message):
+        __slots__ = ("type_spec", "components")
+        TYPE_SPEC_FIELD_NUMBER: _ClassVar[int]
+        COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+        type_spec: _saved_object_graph_pb2.TypeSpecProto
+        components: _containers.RepeatedCompositeFieldContainer[TensorInfo]
+        def __init__(self, type_spec: _Optional[_Union[_saved_object_graph_pb2.TypeSpecProto, _Mapping]] = ..., components: _Optional[_Iterable[_Union[TensorInfo, _Mapping]]] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     COO_SPARSE_FIELD_NUMBER: _ClassVar[int]
+    COMPOSITE_TENSOR_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     TENSOR_SHAPE_FIELD_NUMBER: _ClassVar[int]
     name: str
     coo_sparse: TensorInfo.CooSparse
+    composite_tensor: TensorInfo.CompositeTensor
     dtype: _types_pb2.DataType
     tensor_shape: _tensor_shape_pb2.TensorShapeProto
-    def __init__(self, name: _Optional[str] = ..., coo_sparse: _Optional[_Union[TensorInfo.CooSparse, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., tensor_shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., coo_sparse: _Optional[_Union[TensorInfo.CooSparse, _Mapping]] = ..., composite_tensor: _Optional[_Union[TensorInfo.CompositeTensor, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., tensor_shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ...) -> None: ...
 
 class SignatureDef(_message.Message):
     __slots__ = ("inputs", "outputs", "method_name", "defaults")

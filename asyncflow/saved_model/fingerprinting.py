@@ -15,11 +15,12 @@ FingerprintCat64 chain of them:
 
 "Deterministic" is C++ protobuf's: map entries in ascending key order (strings bytewise,
 a prefix first; integers by value).  Python's protobuf (upb) orders them otherwise
-("config_proto" before "config"; integer keys descending), so where a message holds a map
-these hashes serialise it themselves (`_cpp_deterministic`): a call node's `config` and
-`config_proto` attrs, a FunctionDef's `arg_attr`, made every hash of a graph with them
-differ from TF's.  TF's fingerprinting of a directory asyncflow wrote gives the same five
-hashes as ours, and ours of TF's directories TF's.
+("config_proto" before "config", "x_1" before "x"; integer keys descending), so where a
+message holds a map these hashes serialise it themselves (`deterministic_bytes`, which
+writes saved_model.pb too): a call node's `config` and `config_proto` attrs, a
+FunctionDef's `arg_attr`, a signature's composite keywords `x`, `x_1`, made every hash of
+a graph with them differ from TF's.  TF's fingerprinting of a directory asyncflow wrote
+gives the same five hashes as ours, and ours of TF's directories TF's.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import secrets
 import struct
 
 from google.protobuf.descriptor import FieldDescriptor as _T
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from asyncflow.ops.string_hash_ops import fingerprint64
 from asyncflow.protos.fingerprint_pb2 import FingerprintDef
@@ -39,6 +41,7 @@ from asyncflow.protos.graph_pb2 import GraphDef
 __all__ = [
     "FINGERPRINT_FILENAME",
     "create_fingerprint_def",
+    "deterministic_bytes",
     "fingerprint64",
     "fingerprint_cat64",
     "write",
@@ -65,7 +68,7 @@ def fingerprint_cat64(fp1: int, fp2: int) -> int:
 
 
 def _hash(message) -> int:
-    return fingerprint64(_cpp_deterministic(message))
+    return fingerprint64(deterministic_bytes(message))
 
 
 @functools.cache
@@ -103,7 +106,7 @@ def _field(number: int, fd, value) -> bytes:
     """One scalar or message field of a map entry, tag included, as C++ writes it."""
     t = fd.type
     if t == _T.TYPE_MESSAGE:
-        body = _cpp_deterministic(value)
+        body = deterministic_bytes(value)
         return _varint(number << 3 | 2) + _varint(len(body)) + body
     if t in (_T.TYPE_STRING, _T.TYPE_BYTES):
         body = value.encode() if isinstance(value, str) else bytes(value)
@@ -116,7 +119,7 @@ def _field(number: int, fd, value) -> bytes:
     return _varint(number << 3) + _varint(int(value))  # int32/64, uint32/64, bool, enum
 
 
-def _cpp_deterministic(message) -> bytes:
+def deterministic_bytes(message) -> bytes:
     """`message` serialised as C++ protobuf's deterministic serialisation: fields in number
     order, map entries by ascending key, each entry's key and value always written."""
     if not _holds_a_map(message.DESCRIPTOR):
@@ -133,7 +136,7 @@ def _cpp_deterministic(message) -> bytes:
                 out += tag + _varint(len(body)) + body
         elif entry_type is not None:
             for item in value if fd.is_repeated else (value,):
-                body = _cpp_deterministic(item)
+                body = deterministic_bytes(item)
                 out += tag + _varint(len(body)) + body
         else:  # scalars: protobuf's own bytes for this one field
             alone = type(message)()
@@ -142,7 +145,18 @@ def _cpp_deterministic(message) -> bytes:
             else:
                 setattr(alone, fd.name, value)
             out += alone.SerializeToString(deterministic=True)
-    return bytes(out)
+    return bytes(out) + _unknown(message)
+
+
+def _unknown(message) -> bytes:
+    """The unknown fields' bytes as parsed (a newer TF's fields), last, as C++ writes them."""
+    if not len(UnknownFieldSet(message)):
+        return b""
+    known = type(message)()
+    known.CopyFrom(message)
+    known.DiscardUnknownFields()
+    whole = message.SerializeToString(deterministic=True)
+    return whole[len(known.SerializeToString(deterministic=True)) :]  # (upb writes them last)
 
 
 def _graph_def_program_hash(graph_def) -> int:

@@ -15,7 +15,10 @@ function library) or a signature (a bare concrete function under the "signatures
   `bound_inputs`) with the SavedModel's library; graph_io inlines the call on import.
 
 Arguments bind as TF binds them: to the one concrete function whose input signature
-they fit (dtype equal, shape compatible), else TF's TypeError.
+they fit (dtype equal, shape compatible), else TF's TypeError.  A composite argument
+(RaggedTensor, SparseTensor, IndexedSlices: a TypeSpecProto in the saved signature)
+fits when it is of the spec's type and each of its component tensors fits the spec's;
+a composite result is rebuilt from the call's outputs by its saved TypeSpec.
 
 A SavedModel without an object graph (TF1's builder) loads as TF's load_v1_in_v2 does:
 an AutoTrackable whose `.variables` are its resource variables (recreated, restored by
@@ -33,16 +36,21 @@ import os
 
 from asyncflow import dtypes, graph_io, nest, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.composite_specs import IndexedSlicesSpec, RaggedTensorSpec
 from asyncflow.framework_extras import TensorSpec, make_ndarray
 from asyncflow.ops import array_ops, io_ops
 from asyncflow.protos.graph_debug_info_pb2 import GraphDebugInfo
 from asyncflow.protos.graph_pb2 import GraphDef
+from asyncflow.protos.saved_object_graph_pb2 import TypeSpecProto
 from asyncflow.protos.trackable_object_graph_pb2 import TrackableObjectGraph
 from asyncflow.protos.variable_pb2 import VariableDef
 from asyncflow.resource_variable import ResourceVariable
 from asyncflow.saved_model.builder import variables_prefix
 from asyncflow.saved_model.loader import read_saved_model
+from asyncflow.sparse_tensor import SparseTensorSpec
+from asyncflow.tf_function import _component_specs, _from_components
 from asyncflow.train import checkpoint_utils
+from asyncflow.type_spec import TypeSpec
 
 __all__ = ["load_v2"]
 
@@ -163,7 +171,61 @@ def _structure(sv):
         return dtypes.as_dtype(sv.tensor_dtype_value)
     if kind in ("float64_value", "int64_value", "string_value", "bool_value"):
         return getattr(sv, kind)
+    if kind == "type_spec_value":
+        return _type_spec(sv.type_spec_value)
     raise ValueError(f"load_v2: a saved structure holds a {kind}, which asyncflow cannot read")
+
+
+# TypeSpecProto class -> the spec it stands for (its type_state: the constructor's
+# arguments, TF's `_serialize()` order)
+_SPEC_CLASSES = {
+    TypeSpecProto.SPARSE_TENSOR_SPEC: SparseTensorSpec,
+    TypeSpecProto.INDEXED_SLICES_SPEC: IndexedSlicesSpec,
+    TypeSpecProto.RAGGED_TENSOR_SPEC: RaggedTensorSpec,
+}
+
+
+def _type_spec(proto):
+    """The composite TypeSpec a TypeSpecProto encodes (a RaggedTensorSpec...).
+
+    Raises:
+      ValueError: a class asyncflow does not know (an ExtensionType's, ...), a state
+        the class does not take, or a component count that differs from the spec's.
+    """
+    cls = _SPEC_CLASSES.get(proto.type_spec_class)
+    name = proto.type_spec_class_name or TypeSpecProto.TypeSpecClass.Name(proto.type_spec_class)
+    if cls is None:
+        raise ValueError(f"load_v2: a saved structure holds a {name}, which asyncflow cannot read")
+    state = _structure(proto.type_state)
+    if not isinstance(state, tuple):
+        raise ValueError(f"load_v2: the saved state of a {name} is no tuple")
+    try:
+        spec = cls(*state)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"load_v2: a saved {name} holds a state it does not take: {e}") from None
+    n = proto.num_flat_components
+    if n and n != len(_component_specs(spec)):
+        raise ValueError(
+            f"load_v2: a saved {name} says {n} components, its spec has another count"
+        )
+    return spec
+
+
+def _pack_outputs(structure, flat: list):
+    """The call's flat outputs in the shape of `structure`, a composite's TypeSpec
+    rebuilt from its components."""
+    leaves, pos = [], 0
+    for leaf in nest.flatten(structure):
+        if isinstance(leaf, TypeSpec) and not isinstance(leaf, TensorSpec):
+            n = len(_component_specs(leaf))
+            leaves.append(_from_components(leaf, list(flat[pos : pos + n])))
+            pos += n
+        else:
+            leaves.append(flat[pos])
+            pos += 1
+    if pos != len(flat):
+        raise ValueError(f"load_v2: the function returns {len(flat)} tensors, its outputs {pos}")
+    return nest.pack_sequence_as(structure, leaves)
 
 
 class _Loader:
@@ -333,6 +395,14 @@ def _flatten_up_to(specs, values) -> list:
     """
     if isinstance(specs, TensorSpec):
         return [(values, specs)]
+    if isinstance(specs, TypeSpec):  # (a composite: its components, each to fit)
+        if not isinstance(values, specs.value_type):
+            raise ValueError(f"a {type(values).__name__} given for {specs}")
+        parts = nest.flatten(values, expand_composites=True)
+        want = _component_specs(specs)
+        if len(parts) != len(want):
+            raise ValueError(f"a value of another structure given for {specs}")
+        return list(zip(parts, want, strict=True))
     if isinstance(specs, dict):
         if not isinstance(values, dict) or set(values) != set(specs):
             raise ValueError("the arguments do not match the signature's structure")
@@ -365,7 +435,7 @@ class _ConcreteRestored:
         outs = self.loader.call(self.name, flat_args, self.bound_inputs)
         if self.structured_outputs is None:
             return None
-        return nest.pack_sequence_as(self.structured_outputs, outs)
+        return _pack_outputs(self.structured_outputs, outs)
 
 
 class RestoredFunction:
@@ -433,7 +503,7 @@ class RestoredFunction:
             self._raise_no_match(args, kwargs)
         concrete = self._concrete[0]
         pos_specs, _ = concrete.structured_input_signature
-        names = self._arg_names or [s.name for s in pos_specs]
+        names = self._arg_names or [getattr(s, "name", None) for s in pos_specs]
         specs = dict(zip(names, pos_specs, strict=False))
         given = list(args) + [kwargs[n] for n in names[len(args) :] if n in kwargs]
         reason = "the arguments do not match the signature"
@@ -447,6 +517,19 @@ class RestoredFunction:
                 got = TensorSpec(value.shape, value.dtype.base_dtype, name)
                 reason = f"Can not cast {got!r} to {spec!r}"
                 break
+            if isinstance(spec, TypeSpec) and isinstance(value, spec.value_type):
+                # (a composite: the first component that does not fit, as TF says it)
+                parts = nest.flatten(value, expand_composites=True)
+                bad = [
+                    (t, want)
+                    for t, want in zip(parts, _component_specs(spec), strict=False)
+                    if not _fits(t, want)
+                ]
+                if bad:
+                    t, want = bad[0]
+                    got = TensorSpec(t.shape, t.dtype.base_dtype)
+                    reason = f"Can not cast {got!r} to {want!r}"
+                    break
         raise TypeError(
             f"Binding inputs to tf.function failed due to `{reason}`. Received args: "
             f"{tuple(args)!r} and kwargs: {kwargs!r} for signature: ({_signature_text(specs)})."

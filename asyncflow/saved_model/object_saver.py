@@ -29,6 +29,15 @@ function may capture only variables of the saved object (their handles become th
 function's last inputs, `bound_inputs`).  Without `signatures`, a root with exactly
 one input-signature tf.function gets it as "serving_default", as TF's save does.
 
+Composite tensors (RaggedTensor, SparseTensor, IndexedSlices) are saved as TF saves
+them: a function's input_signature, canonicalized input signature and output signature
+hold their TypeSpecProtos (TF's type_spec_class, the spec's `_serialize()` tuple as its
+type_state, the number of component tensors); a signature takes a composite argument as
+one keyword per component ("x", "x_1", ...: the trace's placeholders), and returns a
+composite as its components, its SignatureDef output a coo_sparse (a SparseTensor) or
+a composite_tensor (its TypeSpec and components).  An ExtensionType's spec is refused
+as TF 2.21 refuses one that is not registered (NotEncodableError).
+
 The meta graph's saver_def names plain ops beside the variables ("saver/..."; TF 2
 writes functions there) that save and restore the same keys, so that TF1's
 `tf.saved_model.loader.load` (TF's, TF Serving's, asyncflow's) restores the variables too.
@@ -43,8 +52,10 @@ import shutil
 
 from asyncflow import dtypes, errors, nest, tensor_shape, trackable
 from asyncflow import graph as ops
+from asyncflow.composite_specs import IndexedSlicesSpec, RaggedTensorSpec, type_spec_from_value
 from asyncflow.framework_extras import TensorSpec, make_ndarray, make_tensor_proto
 from asyncflow.graph_io import GRAPH_DEF_VERSION
+from asyncflow.indexed_slices import IndexedSlices
 from asyncflow.meta_graph import TENSORFLOW_VERSION
 from asyncflow.ops import array_ops, io_ops
 from asyncflow.protos import saved_object_graph_pb2 as sog
@@ -54,8 +65,10 @@ from asyncflow.resource_variable import ResourceVariable
 from asyncflow.saved_model import fingerprinting
 from asyncflow.saved_model.builder import INIT_OP_SIGNATURE_KEY
 from asyncflow.saved_model.save_options import Asset
-from asyncflow.tf_function import ConcreteFunction, Function
+from asyncflow.sparse_tensor import SparseTensor, SparseTensorSpec
+from asyncflow.tf_function import ConcreteFunction, Function, _component_specs
 from asyncflow.tf_function_export import _function_def
+from asyncflow.type_spec import TypeSpec
 
 __all__ = ["save"]
 
@@ -111,6 +124,12 @@ def _value(sv, x) -> None:
             spec.name = x.name
         spec.shape.CopyFrom(x.shape.as_proto())
         spec.dtype = x.dtype.as_datatype_enum
+    elif isinstance(x, TypeSpec):
+        _type_spec(sv.type_spec_value, x)
+    elif isinstance(x, tensor_shape.TensorShape):
+        sv.tensor_shape_value.CopyFrom(x.as_proto())
+    elif isinstance(x, dtypes.DType):
+        sv.tensor_dtype_value = x.as_datatype_enum
     elif isinstance(x, bool):
         sv.bool_value = x
     elif isinstance(x, int):
@@ -140,6 +159,31 @@ def _value(sv, x) -> None:
         raise ValueError(f"save: cannot write a {type(x).__name__} into a SavedModel structure")
 
 
+class NotEncodableError(Exception):
+    """A value no SavedModel structure can hold (TF's nested_structure_coder error)."""
+
+
+# (a composite's spec class -> TypeSpecProto's class and name; TF's coder knows these)
+_TYPE_SPEC_CLASSES = {
+    SparseTensorSpec: (sog.TypeSpecProto.SPARSE_TENSOR_SPEC, "SparseTensorSpec"),
+    IndexedSlicesSpec: (sog.TypeSpecProto.INDEXED_SLICES_SPEC, "IndexedSlicesSpec"),
+    RaggedTensorSpec: (sog.TypeSpecProto.RAGGED_TENSOR_SPEC, "RaggedTensorSpec"),
+}
+
+
+def _type_spec(proto, spec) -> None:
+    """Write composite TypeSpec `spec` into TypeSpecProto `proto` as TF's coder does: its
+    class, its `_serialize()` tuple as the state, its number of component tensors."""
+    known = _TYPE_SPEC_CLASSES.get(type(spec))
+    if known is None:
+        # (TF 2.21 encodes only registered composite specs: an ExtensionType's spec
+        # fails so, as does any other)
+        raise NotEncodableError(f"No encoder for object {spec!r} of type {type(spec)}.")
+    proto.type_spec_class, proto.type_spec_class_name = known
+    _value(proto.type_state, tuple(spec._serialize()))
+    proto.num_flat_components = len(_component_specs(spec))
+
+
 _FullArgSpec = collections.namedtuple(
     "FullArgSpec",
     ["args", "varargs", "varkw", "defaults", "kwonlyargs", "kwonlydefaults", "annotations"],
@@ -151,7 +195,23 @@ def _fullargspec(args, kwonly=()) -> _FullArgSpec:
 
 
 def _output_spec(t, name):
+    """A result's spec: a tensor's TensorSpec named `name`, a composite's TypeSpec."""
+    if nest.is_composite(t):
+        return type_spec_from_value(t)
     return TensorSpec(t.shape, t.dtype.base_dtype, name)
+
+
+def _signature_output_spec(t, name):
+    """A signature result's spec, as TF's wrapper, which calls the function, sees it: an
+    IndexedSlices' dense shape is then a tensor of unknown value (its rank known); a
+    SparseTensor and a RaggedTensor keep their shapes."""
+    if isinstance(t, IndexedSlices) and t.dense_shape is not None:
+        spec = type_spec_from_value(t)
+        shape, values_dtype, indices_dtype, dense_dtype, indices_shape = spec._serialize()
+        rank = t.dense_shape.shape[0].value if t.dense_shape.shape.rank == 1 else None
+        shape = tensor_shape.unknown_shape(rank)
+        return IndexedSlicesSpec(shape, values_dtype, indices_dtype, dense_dtype, indices_shape)
+    return _output_spec(t, name)
 
 
 def _is_resource(obj) -> bool:
@@ -321,13 +381,18 @@ class _Saver:
             _value(saved.function_spec.input_signature, tuple(fn.input_signature))
 
     def signature_node(self, key, concrete, saved) -> tuple:
-        """The signature's FunctionDef (returned with its keywords and output keys)."""
+        """The signature's FunctionDef (returned with its keywords and output keys).
+
+        A composite argument (a RaggedTensorSpec, SparseTensorSpec...) becomes one
+        keyword per component tensor, named as the trace's placeholders ("x", "x_1",
+        ...: TF's), and a composite result leaves as its components, rebuilt from the
+        output_signature's TypeSpec by the loaders."""
         specs = concrete.structured_input_signature[0]
         if concrete.structured_input_signature[1]:
             raise ValueError(f"save: signature {key!r} takes keyword-only arguments")
-        keywords = [s.name or f"arg_{k}" for k, s in enumerate(specs)]
+        keywords, specs = self._signature_keywords(concrete, specs)
         outputs = concrete.structured_outputs
-        if isinstance(outputs, ops.Tensor):
+        if isinstance(outputs, ops.Tensor) or nest.is_composite(outputs):
             named = {"output_0": outputs}
         elif isinstance(outputs, dict):
             named = dict(outputs)
@@ -335,9 +400,9 @@ class _Saver:
             named = {f"output_{k}": t for k, t in enumerate(outputs)}
         else:
             raise ValueError(f"save: signature {key!r} returns {outputs!r}, not tensors")
-        if not all(isinstance(t, ops.Tensor) for t in named.values()):
+        if not all(isinstance(t, ops.Tensor) or nest.is_composite(t) for t in named.values()):
             raise ValueError(f"save: signature {key!r} must return tensors")
-        flat = nest.flatten(outputs)
+        flat = nest.flatten(outputs, expand_composites=True)
         fname = self._name("signature_wrapper")
         fdef = _function_def(concrete.graph, fname)
         # A signature's arguments are keywords, flattened in sorted order (as a dict is)
@@ -354,8 +419,9 @@ class _Saver:
         rets = dict(fdef.ret)
         del fdef.signature.output_arg[:]
         fdef.ClearField("ret")
-        for k, out_key in enumerate(order):
-            src = args[position[id(named[out_key])]]
+        parts = [t for out_key in order for t in nest.flatten(named[out_key], True)]
+        for k, t in enumerate(parts):
+            src = args[position[id(t)]]
             arg = fdef.signature.output_arg.add(name=f"identity_{k}" if k else "identity")
             arg.type = src.type
             fdef.ret[arg.name] = rets[src.name]
@@ -366,13 +432,33 @@ class _Saver:
             kw: TensorSpec(s.shape, s.dtype, kw) for kw, s in zip(keywords, specs, strict=True)
         }
         _value(entry.canonicalized_input_signature, ((), in_specs))
-        _value(entry.output_signature, {k: _output_spec(t, k) for k, t in named.items()})
+        out_specs = {k: _signature_output_spec(t, k) for k, t in named.items()}
+        _value(entry.output_signature, out_specs)
         saved.concrete_function_name = fname
         saved.argument_keywords.extend(keywords)
         saved.allowed_positional_arguments = len(keywords)
         _value(saved.function_spec.fullargspec, _fullargspec([], keywords))
         _value(saved.function_spec.input_signature, None)
         return fdef, keywords, order, [named[k] for k in order], in_specs, entry.bound_inputs
+
+    @staticmethod
+    def _signature_keywords(concrete, specs) -> tuple:
+        """(keyword, TensorSpec) of each flat input of a signature's function: a
+        TensorSpec argument's name (else "arg_<k>"), a composite's component placeholders'
+        names."""
+        keywords, flat_specs = [], []
+        inputs = iter(concrete.graph.inputs)
+        for k, spec in enumerate(nest.flatten(list(specs))):
+            if isinstance(spec, TensorSpec):
+                next(inputs)
+                keywords.append(spec.name or f"arg_{k}")
+                flat_specs.append(spec)
+            elif isinstance(spec, TypeSpec):
+                for _ in _component_specs(spec):
+                    t = next(inputs)
+                    keywords.append(t.op.name)
+                    flat_specs.append(TensorSpec(t.shape, t.dtype.base_dtype))
+        return keywords, flat_specs
 
     def build(self):
         """(SavedObjectGraph, TrackableObjectGraph, MetaGraphDef pieces)."""
@@ -587,6 +673,36 @@ def _resource_nodes(saver: _Saver, mg, object_graph, handles: dict) -> list:
     return calls
 
 
+def _tensor_info(info, t, name) -> None:
+    info.name = name
+    info.dtype = t.dtype.base_dtype.as_datatype_enum
+    info.tensor_shape.CopyFrom(t.shape.as_proto())
+
+
+def _output_info(info, t, call: str, k: int) -> int:
+    """Fill signature output `info` with result `t`, whose (first) tensor is output `k`
+    of node `call`; returns the next output's index.  As TF writes them: a SparseTensor
+    is a coo_sparse (its values' dtype, its dense shape), another composite a
+    composite_tensor (its TypeSpec and component tensors)."""
+    if isinstance(t, ops.Tensor):
+        _tensor_info(info, t, f"{call}:{k}")
+        return k + 1
+    parts = nest.flatten(t, expand_composites=True)
+    if isinstance(t, SparseTensor):
+        coo = info.coo_sparse
+        coo.indices_tensor_name = f"{call}:{k}"
+        coo.values_tensor_name = f"{call}:{k + 1}"
+        coo.dense_shape_tensor_name = f"{call}:{k + 2}"
+        info.dtype = t.dtype.base_dtype.as_datatype_enum
+        info.tensor_shape.CopyFrom(type_spec_from_value(t).shape.as_proto())
+        return k + 3
+    composite = info.composite_tensor
+    _type_spec(composite.type_spec, _signature_output_spec(t, None))
+    for j, part in enumerate(parts):
+        _tensor_info(composite.components.add(), part, f"{call}:{k + j}")
+    return k + len(parts)
+
+
 def _meta_graph(saver: _Saver, mg, built, object_graph) -> None:
     gd = mg.graph_def
     gd.versions.producer = GRAPH_DEF_VERSION
@@ -639,11 +755,9 @@ def _meta_graph(saver: _Saver, mg, built, object_graph) -> None:
         nd.attr["f"].func.name = fdef.signature.name
         for attr in ("config", "config_proto", "executor_type"):
             nd.attr[attr].s = b""
-        for k, (out_key, t) in enumerate(zip(order, tensors, strict=True)):
-            info = sig.outputs[out_key]
-            info.name = f"{call}:{k}"
-            info.dtype = t.dtype.base_dtype.as_datatype_enum
-            info.tensor_shape.CopyFrom(t.shape.as_proto())
+        k = 0
+        for out_key, t in zip(order, tensors, strict=True):
+            k = _output_info(sig.outputs[out_key], t, call, k)
     _saver_ops(saver, mg, handles)
     _node(gd, "NoOp", "NoOp", ["^" + c for c in init_calls])
     init = mg.signature_def[INIT_OP_SIGNATURE_KEY].outputs[INIT_OP_SIGNATURE_KEY]
@@ -715,7 +829,7 @@ def save_object(obj, export_dir, signatures=None, children=None, identifier=None
             tensors,
         )
     session.run(op)
-    raw = saved_model.SerializeToString(deterministic=True)
+    raw = fingerprinting.deterministic_bytes(saved_model)
     with open(os.path.join(export_dir, "saved_model.pb"), "wb") as f:
         f.write(raw)
     fingerprinting.write(saved_model, export_dir)
