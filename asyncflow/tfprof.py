@@ -21,7 +21,9 @@ that built them (see `_code_tree`: asyncflow records one line per op, TF the who
 stack).  With `run_meta`, the `micros` and `bytes` selections read the traced step's
 times and output bytes.
 
-The results are GraphNodeProto / MultiGraphNodeProto-shaped objects (TF's field names);
+The results are GraphNodeProto / MultiGraphNodeProto-shaped objects (TF's field names)
+that serialize as TF's messages (SerializeToString / FromString / ParseFromString, through
+asyncflow/protos/tfprof_output.proto, TF's field numbers: the bytes read in both);
 the printed report follows TF's layout from its "Profile:" line (TF's option listing
 and "Doc:" lines before it are not printed); `output: "none"` prints nothing.
 """
@@ -185,6 +187,8 @@ class GraphNodeProto:
         self.accelerator_exec_micros = self.total_accelerator_exec_micros = 0
         self.output_bytes = self.total_output_bytes = 0
         self.requested_bytes = self.total_requested_bytes = 0
+        self.peak_bytes = self.total_peak_bytes = 0
+        self.residual_bytes = self.total_residual_bytes = 0
         self.run_count = self.total_run_count = 0
         self.total_definition_count = 0
         self.shapes: list = []
@@ -196,7 +200,45 @@ class GraphNodeProto:
         self._accounted = True
 
     def __repr__(self) -> str:
-        return f"GraphNodeProto(name={self.name!r}, children={len(self.children)})"
+        return f"{type(self).__name__}(name={self.name!r}, children={len(self.children)})"
+
+    # -- TF's message (asyncflow/protos/tfprof_output.proto, TF's field numbers)
+
+    def to_proto(self):
+        """This node and its subtree as a tfprof_output_pb2 message."""
+        return _to_message(self)
+
+    @classmethod
+    def from_proto(cls, message):
+        """The node (and subtree) of a tfprof_output_pb2 message of this class's name."""
+        return _from_message(cls, message)
+
+    def SerializeToString(self, deterministic=False) -> bytes:  # noqa: N802 - TF's name
+        """The message's bytes, as TF's GraphNodeProto / MultiGraphNodeProto's."""
+        return self.to_proto().SerializeToString(deterministic=deterministic)
+
+    @classmethod
+    def FromString(cls, data: bytes):  # noqa: N802 - protobuf's name
+        """The node serialized in `data` (TF's bytes or ours).
+
+        Raises:
+          google.protobuf.message.DecodeError: not a message of this type.
+        """
+        return cls.from_proto(_message_class(cls).FromString(data))
+
+    def ParseFromString(self, data: bytes) -> int:  # noqa: N802 - protobuf's name
+        """Replace this node's fields by those serialized in `data`; its length."""
+        parsed = type(self).FromString(data)
+        self.__dict__.clear()
+        self.__dict__.update(parsed.__dict__)
+        return len(data)
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.to_proto() == other.to_proto()
+
+    __hash__ = None  # (a protobuf message's: unhashable)
 
 
 class MultiGraphNodeProto(GraphNodeProto):
@@ -205,6 +247,80 @@ class MultiGraphNodeProto(GraphNodeProto):
     def __init__(self, name=""):
         super().__init__(name)
         self.graph_nodes: list[GraphNodeProto] = []
+
+
+# The counters of each message (the rest: name, devices, shapes, children, graph_nodes).
+_NODE_COUNTERS = (
+    "run_count exec_micros accelerator_exec_micros cpu_exec_micros requested_bytes "
+    "peak_bytes residual_bytes output_bytes parameters float_ops total_definition_count "
+    "total_run_count total_exec_micros total_accelerator_exec_micros total_cpu_exec_micros "
+    "total_requested_bytes total_peak_bytes total_residual_bytes total_output_bytes "
+    "total_parameters total_float_ops"
+).split()
+_MULTI_COUNTERS = (
+    "exec_micros accelerator_exec_micros cpu_exec_micros requested_bytes peak_bytes "
+    "residual_bytes output_bytes parameters float_ops total_exec_micros "
+    "total_accelerator_exec_micros total_cpu_exec_micros total_requested_bytes "
+    "total_peak_bytes total_residual_bytes total_output_bytes total_parameters "
+    "total_float_ops"
+).split()
+
+
+def _message_class(cls):
+    from asyncflow.protos import tfprof_output_pb2
+
+    if issubclass(cls, MultiGraphNodeProto):
+        return tfprof_output_pb2.MultiGraphNodeProto
+    return tfprof_output_pb2.GraphNodeProto
+
+
+def _shape_to_proto(dims, proto) -> None:
+    """dims (a list, None entries unknown; None: unknown rank) into a TensorShapeProto;
+    a scalar as one element (TF's)."""
+    if dims is None:
+        proto.unknown_rank = True
+        return
+    for d in dims or [1]:
+        proto.dim.add(size=-1 if d is None else int(d))
+
+
+def _shape_from_proto(proto):
+    if proto.unknown_rank:
+        return None
+    return [None if d.size < 0 else int(d.size) for d in proto.dim]
+
+
+def _to_message(node):
+    message = _message_class(type(node))()
+    message.name = node.name
+    multi = isinstance(node, MultiGraphNodeProto)
+    for f in _MULTI_COUNTERS if multi else _NODE_COUNTERS:
+        setattr(message, f, int(getattr(node, f, 0) or 0))
+    if multi:
+        message.graph_nodes.extend(_to_message(n) for n in node.graph_nodes)
+    else:
+        message.devices.extend(str(d) for d in node.devices)
+        for dims in node.shapes:
+            _shape_to_proto(dims, message.shapes.add())
+        for i, dims in sorted(node.input_shapes.items()):
+            _shape_to_proto(dims, message.input_shapes[int(i)])
+    message.children.extend(_to_message(c) for c in node.children)
+    return message
+
+
+def _from_message(cls, message):
+    node = cls(message.name)
+    multi = issubclass(cls, MultiGraphNodeProto)
+    for f in _MULTI_COUNTERS if multi else _NODE_COUNTERS:
+        setattr(node, f, int(getattr(message, f)))
+    if multi:
+        node.graph_nodes = [_from_message(GraphNodeProto, n) for n in message.graph_nodes]
+    else:
+        node.devices = list(message.devices)
+        node.shapes = [_shape_from_proto(s) for s in message.shapes]
+        node.input_shapes = {int(i): _shape_from_proto(s) for i, s in message.input_shapes.items()}
+    node.children = [_from_message(cls, c) for c in message.children]
+    return node
 
 
 # -- what TF counts per op -----------------------------------------------------------------
@@ -471,6 +587,8 @@ def _scope_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
                 nodes[up]._accounted = _accounted([""], regexes)
                 nodes[up].total_definition_count = 1  # (TF counts a scope as defined)
     root = GraphNodeProto("_TFProfRoot")
+    # (TF counts the root as defined when it accounts the displayed nodes only)
+    root.total_definition_count = int(bool(options.get("account_displayed_op_only")))
     shown = {name: _shown(n, options) for name, n in nodes.items()}
     for name in sorted(nodes):
         if not shown[name]:

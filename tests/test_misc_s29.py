@@ -1,7 +1,9 @@
 """Session 29's odds against TF 2.21's recorded results (tests/fixtures/misc_s29_tf.json,
 recorded by record_misc_s29_tf.py from misc_s29_cases.py with tensorflow.compat.v1 in
 graph mode): DynamicRaggedShape's equality, dtypes and tf.reshape to one; tf.where and
-tf.where_v2 with ragged operands.  Values, and errors by class and when they came.
+tf.where_v2 with ragged operands.  Values, and errors by class and when they came.  And
+tf.profiler.profile's results as TF's GraphNodeProto / MultiGraphNodeProto bytes
+(tfprof_s29_tf.json, recorded by record_tfprof_s29_tf.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ HERE = pathlib.Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(HERE))
 from dynamic_ragged_shape_s28_cases import describe  # noqa: E402
 from misc_s29_cases import CASES  # noqa: E402
+from tfprof_s29_cases import PROFILES, profile  # noqa: E402
+
+from asyncflow.protos import tfprof_output_pb2  # noqa: E402
 
 TABLE = json.loads((HERE / "misc_s29_tf.json").read_text())
 
@@ -30,3 +35,61 @@ def test_every_case_is_recorded():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_matches_tf(name):
     assert describe(tf, CASES[name]) == TABLE[name]
+
+
+# -- tfprof results as TF's messages (tfprof_s29_tf.json: TF's SerializeToString bytes)
+
+PROF_TABLE = json.loads((HERE / "tfprof_s29_tf.json").read_text())
+# (asyncflow's "graph" view is its scope view; TF's nests the ops by their inputs)
+SAME_TREE = sorted(set(PROFILES) - {"graph_float_ops"})
+
+
+def _tf_bytes(name) -> bytes:
+    return bytes.fromhex(PROF_TABLE[name]["hex"])
+
+
+def test_every_profile_is_recorded():
+    assert sorted(PROF_TABLE) == sorted(PROFILES)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", SAME_TREE)
+def test_profile_serializes_as_tf(name):
+    ours = profile(tf, name)
+    assert type(ours).__name__ == PROF_TABLE[name]["type"]
+    assert ours.SerializeToString(deterministic=True) == _tf_bytes(name)
+    # TF's bytes read back as the same tree, and serialize again to the same bytes.
+    back = type(ours).FromString(_tf_bytes(name))
+    assert back == ours
+    assert [c.name for c in back.children] == [c.name for c in ours.children]
+    assert back.SerializeToString(deterministic=True) == _tf_bytes(name)
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_tf_profile_round_trips(name):
+    cls = getattr(tf.profiler, PROF_TABLE[name]["type"])
+    node = cls.FromString(_tf_bytes(name))
+    again = cls()
+    assert again.ParseFromString(node.SerializeToString()) > 0
+    assert again.SerializeToString(deterministic=True) == _tf_bytes(name)
+    message = getattr(tfprof_output_pb2, PROF_TABLE[name]["type"]).FromString(_tf_bytes(name))
+    assert again.to_proto() == message
+    assert again.total_float_ops == message.total_float_ops
+
+
+def test_node_fields_from_tf_bytes():
+    root = tf.profiler.GraphNodeProto.FromString(_tf_bytes("scope_all"))
+    by_name = {c.name: c for c in root.children}
+    assert by_name["qi"].input_shapes == {0: None}  # (unknown rank)
+    assert by_name["uw"].input_shapes == {0: [None, 3], 1: [3, 4]}
+    assert by_name["plus"].input_shapes == {0: [1], 1: [1]}  # (TF writes scalars as [1])
+    assert root.total_parameters == 18 and root.total_float_ops == 56
+    with pytest.raises(TypeError):
+        hash(root)
+
+
+def test_bad_bytes():
+    from google.protobuf.message import DecodeError
+
+    with pytest.raises(DecodeError):
+        tf.profiler.GraphNodeProto.FromString(b"\xff\xff\xff")
