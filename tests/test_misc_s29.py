@@ -3,7 +3,8 @@ recorded by record_misc_s29_tf.py from misc_s29_cases.py with tensorflow.compat.
 graph mode): DynamicRaggedShape's equality, dtypes and tf.reshape to one; tf.where and
 tf.where_v2 with ragged operands.  Values, and errors by class and when they came.  And
 tf.profiler.profile's results as TF's GraphNodeProto / MultiGraphNodeProto bytes
-(tfprof_s29_tf.json, recorded by record_tfprof_s29_tf.py).
+(tfprof_s29_tf.json, recorded by record_tfprof_s29_tf.py), and tf.keras.utils.model_to_dot's
+dot source as TF's (plot_model_s29_tf.json, by record_plot_model_s29_tf.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ HERE = pathlib.Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(HERE))
 from dynamic_ragged_shape_s28_cases import describe  # noqa: E402
 from misc_s29_cases import CASES  # noqa: E402
+from plot_model_s29_cases import CASES as DOT_CASES  # noqa: E402
+from plot_model_s29_cases import describe as describe_dot  # noqa: E402
 from tfprof_s29_cases import PROFILES, profile  # noqa: E402
 
 from asyncflow.protos import tfprof_output_pb2  # noqa: E402
@@ -93,3 +96,56 @@ def test_bad_bytes():
 
     with pytest.raises(DecodeError):
         tf.profiler.GraphNodeProto.FromString(b"\xff\xff\xff")
+
+
+# -- tf.keras.utils.model_to_dot / plot_model (plot_model_s29_tf.json: TF's dot sources)
+
+DOT_TABLE = json.loads((HERE / "plot_model_s29_tf.json").read_text())
+
+
+def test_every_dot_case_is_recorded():
+    assert sorted(DOT_TABLE) == sorted(DOT_CASES)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(DOT_CASES))
+def test_model_to_dot_matches_tf(name):
+    assert describe_dot(tf, name) == DOT_TABLE[name]
+
+
+def _small_model():
+    return tf.keras.Sequential([tf.keras.layers.Dense(2, input_shape=(3,), name="d")])
+
+
+@pytest.mark.timeout(60)
+def test_without_pydot_tf_import_errors(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pydot", None)  # (import fails)
+    with tf.Graph().as_default():
+        model = _small_model()
+        with pytest.raises(ImportError, match=r"install pydot .* for model_to_dot to work"):
+            tf.keras.utils.model_to_dot(model)
+        with pytest.raises(ImportError, match=r"and install graphviz .* for plot_model"):
+            tf.keras.utils.plot_model(model, to_file="unused.png")
+
+
+@pytest.mark.timeout(60)
+def test_plot_model_draws_with_graphviz_else_import_error(tmp_path):
+    from asyncflow.keras import vis_utils
+
+    with tf.Graph().as_default():
+        model = _small_model()
+        target = tmp_path / "model.dot"
+        if vis_utils._have_graphviz():
+            tf.keras.utils.plot_model(model, to_file=str(target))
+            assert "d|Dense" in target.read_text()
+        else:  # (no `dot` program: TF's check fails as ours)
+            with pytest.raises(ImportError, match="graphviz"):
+                tf.keras.utils.plot_model(model, to_file=str(target))
+            assert not target.exists()
+
+
+def test_model_not_built():
+    with tf.Graph().as_default():
+        model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+        with pytest.raises(ValueError, match="has not yet been built"):
+            tf.keras.utils.model_to_dot(model)
