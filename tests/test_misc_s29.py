@@ -4,7 +4,8 @@ graph mode): DynamicRaggedShape's equality, dtypes and tf.reshape to one; tf.whe
 tf.where_v2 with ragged operands.  Values, and errors by class and when they came.  And
 tf.profiler.profile's results as TF's GraphNodeProto / MultiGraphNodeProto bytes
 (tfprof_s29_tf.json, recorded by record_tfprof_s29_tf.py), and tf.keras.utils.model_to_dot's
-dot source as TF's (plot_model_s29_tf.json, by record_plot_model_s29_tf.py).
+dot source as TF's (plot_model_s29_tf.json, by record_plot_model_s29_tf.py), and
+tf.raw_ops.ChooseFastestBranchDataset's elements (choose_fastest_s29_tf.json).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import asyncflow as tf
 
 HERE = pathlib.Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(HERE))
+from choose_fastest_s29_cases import BRANCHES  # noqa: E402
+from choose_fastest_s29_cases import CASES as FASTEST_CASES  # noqa: E402
 from dynamic_ragged_shape_s28_cases import describe  # noqa: E402
 from misc_s29_cases import CASES  # noqa: E402
 from plot_model_s29_cases import CASES as DOT_CASES  # noqa: E402
@@ -149,3 +152,52 @@ def test_model_not_built():
         model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
         with pytest.raises(ValueError, match="has not yet been built"):
             tf.keras.utils.model_to_dot(model)
+
+
+# -- tf.raw_ops.ChooseFastestBranchDataset (choose_fastest_s29_tf.json: TF's results)
+
+FASTEST_TABLE = json.loads((HERE / "choose_fastest_s29_tf.json").read_text())
+
+
+def test_every_choose_fastest_case_is_recorded():
+    assert sorted(FASTEST_TABLE) == sorted(FASTEST_CASES)
+
+
+def _choose_fastest(n, branches, num, den, per, shape, lengths):
+    from asyncflow.data.dataset import _Traced
+    from asyncflow.data.structure import _DatasetSpec, _Spec
+    from asyncflow.ops import dataset_more
+
+    with tf.Graph().as_default():
+        source = tf.data.Dataset.range(n)
+        traced = [
+            _Traced(lambda d, b=b: BRANCHES[b](tf, d), _DatasetSpec(_Spec(tf.int64, [])), b)
+            for b in branches
+        ]
+        attrs = dataset_more.branches_attrs([(t.inputs[0], t.outputs[0], t.captures)
+                                             for t in traced])  # fmt: skip
+        if lengths is not None:
+            attrs["other_arguments_lengths"] = lengths
+        variant = tf.raw_ops.ChooseFastestBranchDataset(
+            input_dataset=tf.data.experimental.to_variant(source), ratio_numerator=num,
+            ratio_denominator=den, other_arguments=[], num_elements_per_branch=per,
+            output_types=[tf.int64], output_shapes=[tf.TensorShape(shape)], **attrs,
+        )  # fmt: skip
+        ds = tf.data.experimental.from_variant(variant, tf.TensorSpec(shape, tf.int64))
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        card = tf.data.experimental.cardinality(ds)
+        with tf.Session() as sess:
+            try:
+                out = {"cardinality": int(sess.run(card)), "elements": []}
+                while True:
+                    out["elements"].append(sess.run(nxt).tolist())
+            except tf.errors.OutOfRangeError:
+                return out
+            except tf.errors.OpError as e:
+                return {"error": type(e).__name__, "message": e.message.split("\n")[0]}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(FASTEST_CASES))
+def test_choose_fastest_branch_matches_tf(name):
+    assert _choose_fastest(*FASTEST_CASES[name]) == FASTEST_TABLE[name]
