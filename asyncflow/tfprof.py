@@ -198,6 +198,7 @@ class GraphNodeProto:
         self._shape = None  # a variable's or placeholder's declared shape (the printed one)
         self._op_type = ""
         self._accounted = True
+        self._hidden_accounted: list = []  # (nodes not shown whose counts are in this total)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, children={len(self.children)})"
@@ -546,6 +547,10 @@ _COUNTED = ("float_ops", "parameters", "exec_micros", "cpu_exec_micros",
 def _total(node) -> None:
     for f in _COUNTED:
         setattr(node, "total_" + f, getattr(node, f))
+    for h in node.__dict__.get("_hidden_accounted", ()):
+        for f in _COUNTED:
+            setattr(node, "total_" + f, getattr(node, "total_" + f) + getattr(h, f))
+        node.total_definition_count += 1
     for c in node.children:
         _total(c)
         for f in (*_COUNTED, "definition_count"):
@@ -590,8 +595,9 @@ def _scope_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
     # (TF counts the root as defined when it accounts the displayed nodes only)
     root.total_definition_count = int(bool(options.get("account_displayed_op_only")))
     shown = {name: _shown(n, options) for name, n in nodes.items()}
+    every = not options.get("account_displayed_op_only")
     for name in sorted(nodes):
-        if not shown[name]:
+        if not shown[name] and not (every and nodes[name]._accounted):
             continue
         parent = root
         parts = name.split("/")
@@ -600,7 +606,12 @@ def _scope_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
             if shown.get(up):
                 parent = nodes[up]
                 break
-        parent.children.append(nodes[name])
+        if shown[name]:
+            parent.children.append(nodes[name])
+        else:
+            # Not shown but accounted (account_displayed_op_only off): its counts go to
+            # the totals of its nearest shown ancestor, as TF's.
+            parent._hidden_accounted.append(nodes[name])
     _total(root)
     root.float_ops = root.parameters = root.exec_micros = 0
     _sort(root, options.get("order_by", "name"))
@@ -724,7 +735,10 @@ def _op_tree(graph, options, run_meta, op_log=None) -> MultiGraphNodeProto:
     shown = shown[: max(int(options.get("max_depth", 100)), 0) + 1]
     root = MultiGraphNodeProto("_TFProfRoot")
     everything = rows if not options.get("account_displayed_op_only") else shown
-    _chain_totals(shown)
+    if everything is shown:
+        _chain_totals(shown)
+    # (else a row's totals stay those of the whole chain from it on, the rows not shown
+    # included, as TF's)
     for f in _OP_FIELDS:
         setattr(root, "total_" + f, sum(getattr(r, f) for r in everything))
     for upper, lower in zip(shown, shown[1:]):
