@@ -1,23 +1,24 @@
 """TF1's tfprof model analysis: `tf.profiler.profile(graph, options=...)` with the
 options `tf.profiler.ProfileOptionBuilder` builds, counting what TF counts.
 
-The scope view ("scope"/"graph"): every op, and every name scope that is no op, is a
-node named by its name; a node's children are the names continuing its own
+The scope view ("scope"): every op, and every name scope that is no op, is a node named
+by its name; a node's children are the names continuing its own
 (`w/Initializer/random_uniform/mul` under `w/Initializer/random_uniform`), and a node
 not shown (below the option's minimum, or not of an accounted type) hands its children
-to the nearest shown ancestor.  The op view ("op"): one MultiGraphNodeProto row per op
-type, its `graph_nodes` the accounted ops of that type; the rows are chained (each the
-only child of the one before, its totals those of the rest of the chain), as TF
-returns them.  `float_ops` are TF's per-op formulas (its RegisterStatistics "flops"
-functions, recorded op by op from TF 2.21): 2·m·n·k for a product, output elements ×
-kernel area × input channels × 2 for a convolution, one per output element for the
-elementwise ops TF counts, input − output elements for the sums and arg-reductions,
-and none for the ops TF registers no formula for (Relu, Exp, Tanh, ...); an op whose
-shapes are not fully known counts none, as TF's.  `parameters` are the element counts
-of the variables and placeholders (TF's rule); the trainable variables also have the
-`_trainable_variables` account type.  An OpLogProto (`op_log`) adds types and float
-operations to named ops.  The code view ("code") groups the ops by the Python line
-that built them (see `_code_tree`: asyncflow records one line per op, TF the whole
+to the nearest shown ancestor.  The graph view ("graph"): the ops no op reads at the top,
+each op's children its inputs, every op once (see `_graph_tree`).  The op view ("op"):
+one MultiGraphNodeProto row per op type, its `graph_nodes` the accounted ops of that
+type; the rows are chained (each the only child of the one before, its totals those of
+the rest of the chain), as TF returns them.  `float_ops` are TF's per-op formulas (its
+RegisterStatistics "flops" functions, recorded op by op from TF 2.21): 2·m·n·k for a
+product, output elements × kernel area × input channels × 2 for a convolution, one per
+output element for the elementwise ops TF counts, input − output elements for the sums
+and arg-reductions, and none for the ops TF registers no formula for (Relu, Exp, Tanh,
+...); an op whose shapes are not fully known counts none, as TF's.  `parameters` are the
+element counts of the variables and placeholders (TF's rule); the trainable variables
+also have the `_trainable_variables` account type.  An OpLogProto (`op_log`) adds types
+and float operations to named ops.  The code view ("code") groups the ops by the Python
+line that built them (see `_code_tree`: asyncflow records one line per op, TF the whole
 stack).  With `run_meta`, the `micros` and `bytes` selections read the traced step's
 times and output bytes.
 
@@ -557,10 +558,13 @@ def _total(node) -> None:
             setattr(node, "total_" + f, getattr(node, "total_" + f) + getattr(c, "total_" + f))
 
 
+_SORT_FIELDS = {"name": None, "float_ops": "total_float_ops", "params": "total_parameters",
+                "micros": "total_exec_micros", "bytes": "total_requested_bytes",
+                "occurrence": "total_run_count"}  # fmt: skip
+
+
 def _sort(node, order_by) -> None:
-    field = {"name": None, "float_ops": "total_float_ops", "params": "total_parameters",
-             "micros": "total_exec_micros", "bytes": "total_requested_bytes",
-             "occurrence": "total_run_count"}.get(order_by)  # fmt: skip
+    field = _SORT_FIELDS.get(order_by)
     if field is None:
         node.children.sort(key=lambda c: c.name)
     else:
@@ -617,6 +621,58 @@ def _scope_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
     _sort(root, options.get("order_by", "name"))
     # (TF's max_depth counts the root: 1 shows the root alone)
     _trim_depth(root, int(options.get("max_depth", 100)) - 1)
+    return root
+
+
+def _graph_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
+    """TF's graph view: the ops no op reads are the top nodes (by name), a node's
+    children its inputs (data, then control), each op once, under the first node that
+    reaches it going depth first; a node not shown hands its children (and, with
+    account_displayed_op_only off, its counts) to its nearest shown ancestor."""
+    nodes = _own_nodes(graph, options, run_meta, op_log)
+    ops = graph.get_operations()
+    inputs = {op.name: [t.op.name for t in op.inputs] + [c.name for c in op.control_inputs]
+              for op in ops}  # fmt: skip
+    read = {i for names in inputs.values() for i in names}
+    root = GraphNodeProto("_TFProfRoot")
+    root.total_definition_count = int(bool(options.get("account_displayed_op_only")))
+    every = not options.get("account_displayed_op_only")
+    visited: set = set()
+    stack = [(name, root) for name in sorted(inputs, reverse=True) if name not in read]
+    while stack:  # (depth first without recursion: graphs can be deep)
+        name, parent = stack.pop()
+        if name in visited:
+            continue
+        visited.add(name)
+        node = nodes[name]
+        if _shown(node, options):
+            parent.children.append(node)
+            target = node
+        else:
+            target = parent
+            if every and node._accounted:
+                parent._hidden_accounted.append(node)
+        stack.extend((i, target) for i in reversed(inputs[name]) if i not in visited)
+    depth_left = int(options.get("max_depth", 100)) - 1
+    for node, depth in _preorder(root):
+        if depth >= depth_left:  # (TF's max_depth counts the root; what it cuts off
+            node.children = []  # counts in no total of this view, as TF's)
+    order = _preorder(root)
+    for node, _ in reversed(order):  # (children before parents: _total without recursion)
+        children, node.children = node.children, []
+        _total(node)
+        node.children = children
+        for c in children:
+            for f in (*_COUNTED, "definition_count"):
+                total = "total_" + f
+                setattr(node, total, getattr(node, total) + getattr(c, total))
+    root.float_ops = root.parameters = root.exec_micros = 0
+    field = _SORT_FIELDS.get(options.get("order_by", "name"))
+    for node, _ in order:
+        if field is None:
+            node.children.sort(key=lambda c: c.name)
+        else:  # (ties keep the inputs' order, as TF's)
+            node.children.sort(key=lambda c: -getattr(c, field))
     return root
 
 
@@ -680,13 +736,20 @@ def _report(root, options) -> str:
         header.append("op count (run|defined)")
     lines = ["Profile:", "node name | " + " | ".join(header)]
 
-    def walk(node, depth):
+    for node, depth in _preorder(root):
         lines.append("  " * depth + _line(node, select, root=depth == 0))
-        for c in node.children:
-            walk(c, depth + 1)
-
-    walk(root, 0)
     return "\n".join(lines) + "\n"
+
+
+def _preorder(root) -> list:
+    """(node, depth) of the tree depth first, parents before children (no recursion:
+    a graph view can be as deep as the graph)."""
+    out, stack = [], [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        out.append((node, depth))
+        stack.extend((c, depth + 1) for c in reversed(node.children))
+    return out
 
 
 # -- the op view ----------------------------------------------------------------------------
@@ -943,8 +1006,11 @@ def profile_graph(graph, run_meta, cmd, options, op_log=None) -> GraphNodeProto:
     float operations to the named ops.
     """
     options = {**_DEFAULTS, **options}
-    if cmd in ("scope", "graph"):
+    if cmd == "scope":
         root = _scope_tree(graph, options, run_meta, op_log)
+        text = _report
+    elif cmd == "graph":
+        root = _graph_tree(graph, options, run_meta, op_log)
         text = _report
     elif cmd == "op":
         root = _op_tree(graph, options, run_meta, op_log)

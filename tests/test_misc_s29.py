@@ -46,8 +46,7 @@ def test_matches_tf(name):
 # -- tfprof results as TF's messages (tfprof_s29_tf.json: TF's SerializeToString bytes)
 
 PROF_TABLE = json.loads((HERE / "tfprof_s29_tf.json").read_text())
-# (asyncflow's "graph" view is its scope view; TF's nests the ops by their inputs)
-SAME_TREE = sorted(set(PROFILES) - {"graph_float_ops"})
+SAME_TREE = sorted(PROFILES)
 
 
 def _tf_bytes(name) -> bytes:
