@@ -25,6 +25,14 @@ from asyncflow.type_spec import TypeSpec
 __all__ = ["DynamicRaggedShape", "RowPartitionSpec", "broadcast_dynamic_shape", "broadcast_to"]
 
 
+def _shape_dtype(dtype, message):
+    """dtype (int32 or int64: a shape's), else ValueError(message)."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in (dtypes.int32, dtypes.int64):
+        raise ValueError(message)
+    return dtype
+
+
 def _dim(value):
     """A spec's length (an int, a Dimension or None) as a one-dimension TensorShape, so
     that specs compare lengths as TF's (None fits any)."""
@@ -75,7 +83,7 @@ class DynamicRaggedShape:
         self._row_partitions = tuple(row_partitions)
         if dtype is None:
             dtype = self._row_partitions[0].dtype if self._row_partitions else dtypes.int64
-        self._dtype = dtypes.as_dtype(dtype)
+        self._dtype = _shape_dtype(dtype, f"Illegal dtype: {dtypes.as_dtype(dtype)!r}")
         if not isinstance(inner_shape, ops.Tensor):
             inner_shape = _const(np.asarray(inner_shape, np.int64).reshape(-1), self._dtype)
         self._inner_shape = _cast(inner_shape, self._dtype)
@@ -101,7 +109,7 @@ class DynamicRaggedShape:
             the dimensions before it ("Shape not consistent.").
         """
         lengths = list(lengths)
-        dtype = dtypes.as_dtype(dtype)
+        dtype = _shape_dtype(dtype, f"Illegal dtype: {dtypes.as_dtype(dtype)!r}")
         ragged = [i for i, d in enumerate(lengths) if isinstance(d, (tuple, list))]
         if num_row_partitions is None:
             num_row_partitions = ragged[-1] if ragged else 0
@@ -245,8 +253,12 @@ class DynamicRaggedShape:
         return self._inner_shape[index - self.num_row_partitions]
 
     def with_dtype(self, dtype) -> DynamicRaggedShape:
-        """This shape with its partitions and inner shape cast to `dtype`."""
-        dtype = dtypes.as_dtype(dtype)
+        """This shape with its partitions and inner shape cast to `dtype`.
+
+        Raises:
+          ValueError: a dtype other than int32 and int64.
+        """
+        dtype = _shape_dtype(dtype, f"Illegal dtype: {dtypes.as_dtype(dtype)!r}")
         if dtype == self._dtype:
             return self
         return DynamicRaggedShape([p.with_dtype(dtype) for p in self._row_partitions],
@@ -256,6 +268,36 @@ class DynamicRaggedShape:
     @property
     def _type_spec(self) -> DynamicRaggedShape.Spec:
         return DynamicRaggedShape.Spec.from_value(self)
+
+    # -- equality (TF's ExtensionType rule)
+
+    def _components(self) -> list:
+        return [p.row_splits() for p in self._row_partitions] + [self._inner_shape]
+
+    def __eq__(self, other):
+        """False (a Python bool) for another type or a different Spec; else a scalar
+        bool tensor: whether the row splits and inner shapes are equal (in length and
+        value) when the step runs."""
+        if type(self) is not type(other):
+            return False
+        if self._type_spec != other._type_spec:
+            return False
+        conditions = []
+        for a, b in zip(self._components(), other._components(), strict=True):
+            # Equal sizes, and [a, b] == [b, a] (one length whatever the sizes).
+            conditions.append(_op("Equal", _op("Size", a), _op("Size", b)))
+            both = _op("ConcatV2", [a, b], _const(0, dtypes.int32))
+            swapped = _op("ConcatV2", [b, a], _const(0, dtypes.int32))
+            conditions.append(_op("All", _op("Equal", both, swapped), _const([0], dtypes.int32)))
+        return _op("All", _op("Pack", conditions, axis=0), _const([0], dtypes.int32))
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        if isinstance(equal, ops.Tensor):
+            return _op("LogicalNot", equal)
+        return not equal
+
+    __hash__ = None  # (TF's: unhashable)
 
     def __repr__(self) -> str:
         lengths = self.static_lengths() if self.rank is not None else None
@@ -272,7 +314,7 @@ class _DynamicRaggedShapeSpec(TypeSpec):
     __slots__ = ("_row_partitions", "_static_inner_shape", "_dtype")
 
     def __init__(self, row_partitions, static_inner_shape, dtype):
-        dtype = dtypes.as_dtype(dtype)
+        dtype = _shape_dtype(dtype, "dtype must be tf.int32 or tf.int64")
         parts = []
         for p in row_partitions:
             if not isinstance(p, RowPartitionSpec):
@@ -294,6 +336,18 @@ class _DynamicRaggedShapeSpec(TypeSpec):
         inner = self._static_inner_shape.rank
         return None if inner is None else inner + len(self._row_partitions)
 
+    @property
+    def inner_rank(self):
+        return self._static_inner_shape.rank
+
+    def with_dtype(self, dtype):
+        """This spec with `dtype` (int32 or int64) for its partitions and inner shape.
+
+        Raises:
+          ValueError: another dtype.
+        """
+        return DynamicRaggedShape.Spec(self._row_partitions, self._static_inner_shape, dtype)
+
     def _serialize(self) -> tuple:
         return (self._row_partitions, self._static_inner_shape, self._dtype)
 
@@ -305,7 +359,17 @@ class _DynamicRaggedShapeSpec(TypeSpec):
         if not isinstance(value, DynamicRaggedShape):
             raise TypeError(f"Expected a DynamicRaggedShape, got {value!r}")
         parts = [RowPartitionSpec.from_value(p) for p in value.row_partitions]
-        return cls(parts, value._static_inner_shape, value.dtype)
+        inner = value._static_inner_shape
+        # A partition's values are the next one's rows (or the inner shape's first
+        # dimension): what is known of one is known of the other (TF's spec).
+        counts = [p.nrows for p in parts[1:]]
+        counts.append(inner.as_list()[0] if inner.rank else None)
+        for i, p in enumerate(parts):
+            nvals = p.nvals if p.nvals is not None else counts[i]
+            nrows = p.nrows if p.nrows is not None or i == 0 else parts[i - 1].nvals
+            if (nvals, nrows) != (p.nvals, p.nrows):
+                parts[i] = RowPartitionSpec(nrows, nvals, p.uniform_row_length, p.dtype)
+        return cls(parts, inner, value.dtype)
 
     def _to_tensor_shape(self) -> tensor_shape.TensorShape:
         """The static shape of the values this spec describes."""

@@ -728,23 +728,99 @@ def _broadcast_dense(rt, dense):
 
 
 def where(condition, x=None, y=None, name=None, v2=False):
-    """tf.where with ragged arguments: Select on the flat values (x and y given), or
-    the coordinates of the true values (the condition alone: int64 [num_true, rank], a
-    value's row, then its place in the row, as TF's)."""
-    if x is None and y is None:
-        with ops.name_scope(name, "RaggedWhere", []):
-            return _coordinate_where(condition)
-    if x is None or y is None:
+    """tf.where with ragged arguments, as TF's: the condition alone gives the
+    coordinates of its true values (int64 [num_true, rank]: a value's row, then its
+    place in the row).  With x and y, TF1's where (v2=False) selects element-wise when
+    all three are ragged (the same partitions), or whole rows of x and y by a dense
+    vector condition; where_v2 (v2=True) broadcasts the three together (TF's ragged
+    broadcasting) and selects element-wise.
+
+    Raises:
+      ValueError: only one of x and y; (TF1's) a ragged condition with a dense x or y
+        ("Input shapes do not match."), a dense condition not a vector, ragged
+        arguments of different ragged ranks or (known when building) numbers of
+        values; (where_v2) shapes that cannot broadcast, known when building.
+      InvalidArgumentError: (when the step runs) partitions or lengths that differ.
+    """
+    if (x is None) != (y is None):
         raise ValueError("x and y must be either both None or both non-None")
+    if x is None:
+        with ops.name_scope(name, "RaggedWhere", []):
+            return _coordinate_where(_convert(condition, "condition"))
     with ops.name_scope(name, "RaggedWhere", []):
-        parts = [condition, x, y]
-        rag = [p for p in parts if is_ragged(p)]
-        splits = list(rag[0].nested_row_splits)
-        for r in rag[1:]:
-            splits = [_same_splits(a, b) for a, b in zip(splits, r.nested_row_splits)]
-        flats = [p.flat_values if is_ragged(p) else ops.convert_to_tensor(p) for p in parts]
-        out = _op("SelectV2" if v2 else "Select", *flats)
-        return _rebuild(rag[0], splits, out)
+        condition = _convert(condition, "condition")
+        x, y = _convert(x, "x"), _convert(y, "y")
+        if v2:
+            return _where_v2(condition, x, y)
+        rag = [is_ragged(v) for v in (condition, x, y)]
+        if all(rag):
+            nvals = {r.flat_values.shape[0].value for r in (condition, x, y)} - {None}
+            if len(nvals) > 1:
+                raise ValueError(
+                    "Input RaggedTensors' flat_values must all have the same "
+                    f"outer-dimension size.  Got sizes: {nvals}"
+                )
+            return map_flat_values(lambda c, a, b: _op("Select", c, a, b), condition, x, y)
+        if rag[0]:
+            raise ValueError("Input shapes do not match.")
+        # A dense condition picks whole rows: a vector as long as x and y.
+        condition.shape.assert_has_rank(1)
+        both = concat([x, y], 0)
+        dtype = both.row_splits.dtype
+        nx, ny = _nrows_of(x, dtype), _nrows_of(y, dtype)
+        one = _const(1, dtype)
+        rows = _op("Select", condition, _range(_const(0, dtype), nx, one),
+                   nx + _range(_const(0, dtype), ny, one))  # fmt: skip
+        return gather(both, rows)
+
+
+def _nrows_of(v, dtype):
+    if is_ragged(v):
+        return v.nrows(out_type=dtype)
+    return _op("Shape", v, out_type=dtype)[0]
+
+
+def _where_v2(condition, x, y):
+    """SelectV2 of condition, x and y broadcast together (one at least ragged)."""
+    parts = [condition, x, y]
+    ranks = [p.shape.ndims for p in parts]
+    if any(r is None for r in ranks):
+        raise ValueError("Broadcasting a ragged shape needs its operands' ranks when building")
+    rank = max(ranks)
+
+    def padded_partitions(v):
+        return v.ragged_rank + rank - v.shape.ndims if is_ragged(v) else 0
+
+    k = max(padded_partitions(p) for p in parts)
+    # As TF's map_flat_values after its broadcast: ragged operands of the result's
+    # shape whose numbers of values, known when building, differ.
+    full = [p for p in parts if is_ragged(p) and p.shape.ndims == rank and p.ragged_rank == k]
+    nvals = {p.flat_values.shape[0].value for p in full} - {None}
+    if len(nvals) > 1:
+        raise ValueError(
+            "Input RaggedTensors' flat_values must all have the same outer-dimension "
+            f"size.  Got sizes: {nvals}"
+        )
+    levels = [_rb.levels_of(p, rank, k) for p in parts]
+    # TF's where_v2 broadcasts with its older ragged shapes: a uniform dimension meets
+    # a ragged one only where its length is 1 (checked when the step runs).
+    ragged_dims = [
+        set(builtins.range(rank - p.shape.ndims + 1, rank - p.shape.ndims + p.ragged_rank + 1))
+        if is_ragged(p) else set()
+        for p in parts
+    ]  # fmt: skip
+    uniform_checks = []
+    for lv, own in zip(levels, ragged_dims, strict=True):
+        for d in set().union(*ragged_dims) - own:
+            _rb._assert(
+                _op("Equal", _diff(lv[1][d - 1]), _const(1, _I64)),
+                "Unable to broadcast a uniform dimension to a ragged one",
+                uniform_checks,
+            )
+    levels = [(n, sp, _rb._guarded(v, uniform_checks)) for n, sp, v in levels]
+    _, splits, index, checks = _rb.broadcast_levels(levels, k)
+    values = [_rb.gathered(lv, i, checks) for lv, i in zip(levels, index, strict=True)]
+    return _rb.rebuild(_op("SelectV2", *values), splits)
 
 
 def _coordinate_where(condition):
@@ -1236,10 +1312,26 @@ def dynamic_partition(data, partitions, num_partitions, name=None):
 
 
 def reshape(tensor, shape, name=None):
-    """tf.reshape of a RaggedTensor: its values in row-major order (the flat values)
-    reshaped to the dense `shape`."""
+    """tf.reshape of a RaggedTensor, or of anything to a DynamicRaggedShape: the values
+    in row-major order (a ragged tensor's flat values) reshaped to the dense `shape`, or
+    to the DynamicRaggedShape's inner shape and partitioned by its row partitions (a
+    RaggedTensor; a Tensor where it has none), as TF's.
+
+    Raises:
+      ValueError: element counts known when building that differ.
+      InvalidArgumentError: (when the step runs) element counts that differ.
+    """
+    from asyncflow.dynamic_ragged_shape import DynamicRaggedShape
+
     with ops.name_scope(name, "RaggedReshape", []):
-        return _op("Reshape", tensor.flat_values, ops.convert_to_tensor(shape, name="shape"))
+        flat = tensor.flat_values if is_ragged(tensor) else ops.convert_to_tensor(tensor)
+        if not isinstance(shape, DynamicRaggedShape):
+            return _op("Reshape", flat, ops.convert_to_tensor(shape, name="shape"))
+        out = _op("Reshape", flat, shape.inner_shape)
+        for p in reversed(shape.row_partitions):
+            length = p.uniform_row_length() if p.is_uniform() else None
+            out = _from_splits(out, p.row_splits(), length)
+        return out
 
 
 def matmul(

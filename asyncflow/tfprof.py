@@ -1,27 +1,30 @@
 """TF1's tfprof model analysis: `tf.profiler.profile(graph, options=...)` with the
 options `tf.profiler.ProfileOptionBuilder` builds, counting what TF counts.
 
-The scope view ("scope"/"graph"): every op, and every name scope that is no op, is a
-node named by its name; a node's children are the names continuing its own
+The scope view ("scope"): every op, and every name scope that is no op, is a node named
+by its name; a node's children are the names continuing its own
 (`w/Initializer/random_uniform/mul` under `w/Initializer/random_uniform`), and a node
 not shown (below the option's minimum, or not of an accounted type) hands its children
-to the nearest shown ancestor.  The op view ("op"): one MultiGraphNodeProto row per op
-type, its `graph_nodes` the accounted ops of that type; the rows are chained (each the
-only child of the one before, its totals those of the rest of the chain), as TF
-returns them.  `float_ops` are TF's per-op formulas (its RegisterStatistics "flops"
-functions, recorded op by op from TF 2.21): 2·m·n·k for a product, output elements ×
-kernel area × input channels × 2 for a convolution, one per output element for the
-elementwise ops TF counts, input − output elements for the sums and arg-reductions,
-and none for the ops TF registers no formula for (Relu, Exp, Tanh, ...); an op whose
-shapes are not fully known counts none, as TF's.  `parameters` are the element counts
-of the variables and placeholders (TF's rule); the trainable variables also have the
-`_trainable_variables` account type.  An OpLogProto (`op_log`) adds types and float
-operations to named ops.  The code view ("code") groups the ops by the Python line
-that built them (see `_code_tree`: asyncflow records one line per op, TF the whole
+to the nearest shown ancestor.  The graph view ("graph"): the ops no op reads at the top,
+each op's children its inputs, every op once (see `_graph_tree`).  The op view ("op"):
+one MultiGraphNodeProto row per op type, its `graph_nodes` the accounted ops of that
+type; the rows are chained (each the only child of the one before, its totals those of
+the rest of the chain), as TF returns them.  `float_ops` are TF's per-op formulas (its
+RegisterStatistics "flops" functions, recorded op by op from TF 2.21): 2·m·n·k for a
+product, output elements × kernel area × input channels × 2 for a convolution, one per
+output element for the elementwise ops TF counts, input − output elements for the sums
+and arg-reductions, and none for the ops TF registers no formula for (Relu, Exp, Tanh,
+...); an op whose shapes are not fully known counts none, as TF's.  `parameters` are the
+element counts of the variables and placeholders (TF's rule); the trainable variables
+also have the `_trainable_variables` account type.  An OpLogProto (`op_log`) adds types
+and float operations to named ops.  The code view ("code") groups the ops by the Python
+line that built them (see `_code_tree`: asyncflow records one line per op, TF the whole
 stack).  With `run_meta`, the `micros` and `bytes` selections read the traced step's
 times and output bytes.
 
-The results are GraphNodeProto / MultiGraphNodeProto-shaped objects (TF's field names);
+The results are GraphNodeProto / MultiGraphNodeProto-shaped objects (TF's field names)
+that serialize as TF's messages (SerializeToString / FromString / ParseFromString, through
+asyncflow/protos/tfprof_output.proto, TF's field numbers: the bytes read in both);
 the printed report follows TF's layout from its "Profile:" line (TF's option listing
 and "Doc:" lines before it are not printed); `output: "none"` prints nothing.
 """
@@ -185,6 +188,8 @@ class GraphNodeProto:
         self.accelerator_exec_micros = self.total_accelerator_exec_micros = 0
         self.output_bytes = self.total_output_bytes = 0
         self.requested_bytes = self.total_requested_bytes = 0
+        self.peak_bytes = self.total_peak_bytes = 0
+        self.residual_bytes = self.total_residual_bytes = 0
         self.run_count = self.total_run_count = 0
         self.total_definition_count = 0
         self.shapes: list = []
@@ -194,9 +199,48 @@ class GraphNodeProto:
         self._shape = None  # a variable's or placeholder's declared shape (the printed one)
         self._op_type = ""
         self._accounted = True
+        self._hidden_accounted: list = []  # (nodes not shown whose counts are in this total)
 
     def __repr__(self) -> str:
-        return f"GraphNodeProto(name={self.name!r}, children={len(self.children)})"
+        return f"{type(self).__name__}(name={self.name!r}, children={len(self.children)})"
+
+    # -- TF's message (asyncflow/protos/tfprof_output.proto, TF's field numbers)
+
+    def to_proto(self):
+        """This node and its subtree as a tfprof_output_pb2 message."""
+        return _to_message(self)
+
+    @classmethod
+    def from_proto(cls, message):
+        """The node (and subtree) of a tfprof_output_pb2 message of this class's name."""
+        return _from_message(cls, message)
+
+    def SerializeToString(self, deterministic=False) -> bytes:  # noqa: N802 - TF's name
+        """The message's bytes, as TF's GraphNodeProto / MultiGraphNodeProto's."""
+        return self.to_proto().SerializeToString(deterministic=deterministic)
+
+    @classmethod
+    def FromString(cls, data: bytes):  # noqa: N802 - protobuf's name
+        """The node serialized in `data` (TF's bytes or ours).
+
+        Raises:
+          google.protobuf.message.DecodeError: not a message of this type.
+        """
+        return cls.from_proto(_message_class(cls).FromString(data))
+
+    def ParseFromString(self, data: bytes) -> int:  # noqa: N802 - protobuf's name
+        """Replace this node's fields by those serialized in `data`; its length."""
+        parsed = type(self).FromString(data)
+        self.__dict__.clear()
+        self.__dict__.update(parsed.__dict__)
+        return len(data)
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.to_proto() == other.to_proto()
+
+    __hash__ = None  # (a protobuf message's: unhashable)
 
 
 class MultiGraphNodeProto(GraphNodeProto):
@@ -205,6 +249,80 @@ class MultiGraphNodeProto(GraphNodeProto):
     def __init__(self, name=""):
         super().__init__(name)
         self.graph_nodes: list[GraphNodeProto] = []
+
+
+# The counters of each message (the rest: name, devices, shapes, children, graph_nodes).
+_NODE_COUNTERS = (
+    "run_count exec_micros accelerator_exec_micros cpu_exec_micros requested_bytes "
+    "peak_bytes residual_bytes output_bytes parameters float_ops total_definition_count "
+    "total_run_count total_exec_micros total_accelerator_exec_micros total_cpu_exec_micros "
+    "total_requested_bytes total_peak_bytes total_residual_bytes total_output_bytes "
+    "total_parameters total_float_ops"
+).split()
+_MULTI_COUNTERS = (
+    "exec_micros accelerator_exec_micros cpu_exec_micros requested_bytes peak_bytes "
+    "residual_bytes output_bytes parameters float_ops total_exec_micros "
+    "total_accelerator_exec_micros total_cpu_exec_micros total_requested_bytes "
+    "total_peak_bytes total_residual_bytes total_output_bytes total_parameters "
+    "total_float_ops"
+).split()
+
+
+def _message_class(cls):
+    from asyncflow.protos import tfprof_output_pb2
+
+    if issubclass(cls, MultiGraphNodeProto):
+        return tfprof_output_pb2.MultiGraphNodeProto
+    return tfprof_output_pb2.GraphNodeProto
+
+
+def _shape_to_proto(dims, proto) -> None:
+    """dims (a list, None entries unknown; None: unknown rank) into a TensorShapeProto;
+    a scalar as one element (TF's)."""
+    if dims is None:
+        proto.unknown_rank = True
+        return
+    for d in dims or [1]:
+        proto.dim.add(size=-1 if d is None else int(d))
+
+
+def _shape_from_proto(proto):
+    if proto.unknown_rank:
+        return None
+    return [None if d.size < 0 else int(d.size) for d in proto.dim]
+
+
+def _to_message(node):
+    message = _message_class(type(node))()
+    message.name = node.name
+    multi = isinstance(node, MultiGraphNodeProto)
+    for f in _MULTI_COUNTERS if multi else _NODE_COUNTERS:
+        setattr(message, f, int(getattr(node, f, 0) or 0))
+    if multi:
+        message.graph_nodes.extend(_to_message(n) for n in node.graph_nodes)
+    else:
+        message.devices.extend(str(d) for d in node.devices)
+        for dims in node.shapes:
+            _shape_to_proto(dims, message.shapes.add())
+        for i, dims in sorted(node.input_shapes.items()):
+            _shape_to_proto(dims, message.input_shapes[int(i)])
+    message.children.extend(_to_message(c) for c in node.children)
+    return message
+
+
+def _from_message(cls, message):
+    node = cls(message.name)
+    multi = issubclass(cls, MultiGraphNodeProto)
+    for f in _MULTI_COUNTERS if multi else _NODE_COUNTERS:
+        setattr(node, f, int(getattr(message, f)))
+    if multi:
+        node.graph_nodes = [_from_message(GraphNodeProto, n) for n in message.graph_nodes]
+    else:
+        node.devices = list(message.devices)
+        node.shapes = [_shape_from_proto(s) for s in message.shapes]
+        node.input_shapes = {int(i): _shape_from_proto(s) for i, s in message.input_shapes.items()}
+    node.children = [_from_message(cls, c) for c in message.children]
+    return node
 
 
 # -- what TF counts per op -----------------------------------------------------------------
@@ -430,16 +548,23 @@ _COUNTED = ("float_ops", "parameters", "exec_micros", "cpu_exec_micros",
 def _total(node) -> None:
     for f in _COUNTED:
         setattr(node, "total_" + f, getattr(node, f))
+    for h in node.__dict__.get("_hidden_accounted", ()):
+        for f in _COUNTED:
+            setattr(node, "total_" + f, getattr(node, "total_" + f) + getattr(h, f))
+        node.total_definition_count += 1
     for c in node.children:
         _total(c)
         for f in (*_COUNTED, "definition_count"):
             setattr(node, "total_" + f, getattr(node, "total_" + f) + getattr(c, "total_" + f))
 
 
+_SORT_FIELDS = {"name": None, "float_ops": "total_float_ops", "params": "total_parameters",
+                "micros": "total_exec_micros", "bytes": "total_requested_bytes",
+                "occurrence": "total_run_count"}  # fmt: skip
+
+
 def _sort(node, order_by) -> None:
-    field = {"name": None, "float_ops": "total_float_ops", "params": "total_parameters",
-             "micros": "total_exec_micros", "bytes": "total_requested_bytes",
-             "occurrence": "total_run_count"}.get(order_by)  # fmt: skip
+    field = _SORT_FIELDS.get(order_by)
     if field is None:
         node.children.sort(key=lambda c: c.name)
     else:
@@ -471,9 +596,12 @@ def _scope_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
                 nodes[up]._accounted = _accounted([""], regexes)
                 nodes[up].total_definition_count = 1  # (TF counts a scope as defined)
     root = GraphNodeProto("_TFProfRoot")
+    # (TF counts the root as defined when it accounts the displayed nodes only)
+    root.total_definition_count = int(bool(options.get("account_displayed_op_only")))
     shown = {name: _shown(n, options) for name, n in nodes.items()}
+    every = not options.get("account_displayed_op_only")
     for name in sorted(nodes):
-        if not shown[name]:
+        if not shown[name] and not (every and nodes[name]._accounted):
             continue
         parent = root
         parts = name.split("/")
@@ -482,12 +610,69 @@ def _scope_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
             if shown.get(up):
                 parent = nodes[up]
                 break
-        parent.children.append(nodes[name])
+        if shown[name]:
+            parent.children.append(nodes[name])
+        else:
+            # Not shown but accounted (account_displayed_op_only off): its counts go to
+            # the totals of its nearest shown ancestor, as TF's.
+            parent._hidden_accounted.append(nodes[name])
     _total(root)
     root.float_ops = root.parameters = root.exec_micros = 0
     _sort(root, options.get("order_by", "name"))
     # (TF's max_depth counts the root: 1 shows the root alone)
     _trim_depth(root, int(options.get("max_depth", 100)) - 1)
+    return root
+
+
+def _graph_tree(graph, options, run_meta, op_log=None) -> GraphNodeProto:
+    """TF's graph view: the ops no op reads are the top nodes (by name), a node's
+    children its inputs (data, then control), each op once, under the first node that
+    reaches it going depth first; a node not shown hands its children (and, with
+    account_displayed_op_only off, its counts) to its nearest shown ancestor."""
+    nodes = _own_nodes(graph, options, run_meta, op_log)
+    ops = graph.get_operations()
+    inputs = {op.name: [t.op.name for t in op.inputs] + [c.name for c in op.control_inputs]
+              for op in ops}  # fmt: skip
+    read = {i for names in inputs.values() for i in names}
+    root = GraphNodeProto("_TFProfRoot")
+    root.total_definition_count = int(bool(options.get("account_displayed_op_only")))
+    every = not options.get("account_displayed_op_only")
+    visited: set = set()
+    stack = [(name, root) for name in sorted(inputs, reverse=True) if name not in read]
+    while stack:  # (depth first without recursion: graphs can be deep)
+        name, parent = stack.pop()
+        if name in visited:
+            continue
+        visited.add(name)
+        node = nodes[name]
+        if _shown(node, options):
+            parent.children.append(node)
+            target = node
+        else:
+            target = parent
+            if every and node._accounted:
+                parent._hidden_accounted.append(node)
+        stack.extend((i, target) for i in reversed(inputs[name]) if i not in visited)
+    depth_left = int(options.get("max_depth", 100)) - 1
+    for node, depth in _preorder(root):
+        if depth >= depth_left:  # (TF's max_depth counts the root; what it cuts off
+            node.children = []  # counts in no total of this view, as TF's)
+    order = _preorder(root)
+    for node, _ in reversed(order):  # (children before parents: _total without recursion)
+        children, node.children = node.children, []
+        _total(node)
+        node.children = children
+        for c in children:
+            for f in (*_COUNTED, "definition_count"):
+                total = "total_" + f
+                setattr(node, total, getattr(node, total) + getattr(c, total))
+    root.float_ops = root.parameters = root.exec_micros = 0
+    field = _SORT_FIELDS.get(options.get("order_by", "name"))
+    for node, _ in order:
+        if field is None:
+            node.children.sort(key=lambda c: c.name)
+        else:  # (ties keep the inputs' order, as TF's)
+            node.children.sort(key=lambda c: -getattr(c, field))
     return root
 
 
@@ -551,13 +736,20 @@ def _report(root, options) -> str:
         header.append("op count (run|defined)")
     lines = ["Profile:", "node name | " + " | ".join(header)]
 
-    def walk(node, depth):
+    for node, depth in _preorder(root):
         lines.append("  " * depth + _line(node, select, root=depth == 0))
-        for c in node.children:
-            walk(c, depth + 1)
-
-    walk(root, 0)
     return "\n".join(lines) + "\n"
+
+
+def _preorder(root) -> list:
+    """(node, depth) of the tree depth first, parents before children (no recursion:
+    a graph view can be as deep as the graph)."""
+    out, stack = [], [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        out.append((node, depth))
+        stack.extend((c, depth + 1) for c in reversed(node.children))
+    return out
 
 
 # -- the op view ----------------------------------------------------------------------------
@@ -606,7 +798,10 @@ def _op_tree(graph, options, run_meta, op_log=None) -> MultiGraphNodeProto:
     shown = shown[: max(int(options.get("max_depth", 100)), 0) + 1]
     root = MultiGraphNodeProto("_TFProfRoot")
     everything = rows if not options.get("account_displayed_op_only") else shown
-    _chain_totals(shown)
+    if everything is shown:
+        _chain_totals(shown)
+    # (else a row's totals stay those of the whole chain from it on, the rows not shown
+    # included, as TF's)
     for f in _OP_FIELDS:
         setattr(root, "total_" + f, sum(getattr(r, f) for r in everything))
     for upper, lower in zip(shown, shown[1:]):
@@ -811,8 +1006,11 @@ def profile_graph(graph, run_meta, cmd, options, op_log=None) -> GraphNodeProto:
     float operations to the named ops.
     """
     options = {**_DEFAULTS, **options}
-    if cmd in ("scope", "graph"):
+    if cmd == "scope":
         root = _scope_tree(graph, options, run_meta, op_log)
+        text = _report
+    elif cmd == "graph":
+        root = _graph_tree(graph, options, run_meta, op_log)
         text = _report
     elif cmd == "op":
         root = _op_tree(graph, options, run_meta, op_log)

@@ -89,8 +89,8 @@ class Profiler:
         return self._view("op", options)
 
     def profile_graph(self, options):
-        """The graph view (GraphNodeProto) under `options`: asyncflow's is the scope
-        tree (TF's nests each op under its consumers)."""
+        """The graph view (GraphNodeProto) under `options`: each op under the first op
+        that reads it (asyncflow/tfprof.py, `_graph_tree`)."""
         return self._view("graph", options)
 
     def profile_python(self, options):

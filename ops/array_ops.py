@@ -669,7 +669,7 @@ def reshape(tensor, shape, name=None):
       InvalidArgumentError: at run time, "Input to reshape is a tensor with 6 values,
         but the requested shape has 4".
     """
-    if _ragged.is_ragged(tensor):
+    if _ragged.is_ragged(tensor) or isinstance(shape, DynamicRaggedShape):
         return _ragged.reshape(tensor, shape, name)
     return apply("Reshape", [tensor, shape], name=name).outputs[0]
 

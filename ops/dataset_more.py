@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 
 import numpy as np
 
@@ -1052,3 +1053,132 @@ async def _init_table_from_dataset(ctx, handle, ds):
     table.insert_unique(keys, values)
     table.initialized = True
     return None
+
+
+# -- ChooseFastestBranchDataset ------------------------------------------------------------
+
+
+class _Experiment(pl.DatasetValue):
+    """The next elements of a shared input iterator, at most `cap` of them (None: all
+    that are left), read as the branch reading it asks for them."""
+
+    def __init__(self, source, cap):
+        self.source, self.cap = source, cap
+
+    async def iterate(self, env):
+        taken = 0
+        while self.cap is None or taken < self.cap:
+            try:
+                elem = await self.source.__anext__()
+            except StopAsyncIteration:
+                return
+            taken += 1
+            yield elem
+
+
+class ChooseFastestBranch(pl.DatasetValue):
+    """TF's ChooseFastestBranchDataset: equivalent `branches` (functions of a dataset
+    returning a dataset) over one input read once.  Each branch in turn runs one
+    experiment (up to `per_branch` outputs, over at most per_branch * numerator /
+    denominator input elements: the ratio is input elements per output), then the
+    fastest one runs over the rest of the input.  A branch ending its experiment short
+    ends the dataset (TF's).  Equivalent branches give the same elements whichever wins.
+    """
+
+    def __init__(self, input_value, branches, numerator, denominator, per_branch):
+        self.input, self.branches = input_value, branches
+        self.numerator, self.denominator, self.per_branch = numerator, denominator, per_branch
+
+    def cardinality(self):
+        n = self.input.cardinality()
+        return n if n < 0 else n * self.numerator // self.denominator
+
+    async def _run(self, env, branch, source, cap, limit):
+        """The branch's elements over the experiment's input (at most `limit`)."""
+        (out,) = await branch(env, (dso._handle(_Experiment(source, cap)),))
+        produced = 0
+        stream = pl._dataset_of(out).iterate(env)
+        try:
+            while limit is None or produced < limit:
+                try:
+                    elem = await stream.__anext__()
+                except StopAsyncIteration:
+                    return
+                produced += 1
+                yield elem
+        finally:
+            await stream.aclose()
+
+    async def iterate(self, env):
+        source = self.input.iterate(env)
+        cap = self.per_branch * self.numerator // self.denominator
+        try:
+            seconds = []
+            for branch in self.branches:
+                start, produced = time.perf_counter(), 0
+                async for elem in _closing(self._run(env, branch, source, cap, self.per_branch)):
+                    produced += 1
+                    yield elem
+                if produced < self.per_branch:
+                    return
+                seconds.append(time.perf_counter() - start)
+            fastest = self.branches[seconds.index(min(seconds))]
+            async for elem in _closing(self._run(env, fastest, source, None, None)):
+                yield elem
+        finally:
+            await source.aclose()
+
+
+async def _choose_fastest_branch(ctx, ds, numerator, denominator, *args):
+    a = ctx.attrs
+    numerator, denominator = int(numerator), int(denominator)
+    if numerator <= 0:
+        raise _bad("`ratio_numerator` must be greater than zero.")
+    if denominator <= 0:
+        raise _bad("`ratio_denominator` must be greater than zero.")
+    lengths = [int(n) for n in a["other_arguments_lengths"]]
+    if len(lengths) != len(a["branches_inputs"]):
+        raise _bad("branches and other_arguments_lengths must have the same length.")
+    per_branch = int(a["num_elements_per_branch"])
+    if per_branch < 1:
+        raise _bad("`num_elements_per_branch` must be at least 1.")
+    get = ctx.op.graph.get_tensor_by_name
+    key = ctx.kernel_state.setdefault("branches", object())
+    branches, at = [], 0
+    for i, n in enumerate(lengths):
+        captures = [get(name) for name in a["branches_captures"][at : at + n]]
+        branches.append(
+            pl.Function((key, i), [get(a["branches_inputs"][i])],
+                        [get(a["branches_outputs"][i])], captures, args[at : at + n])
+        )  # fmt: skip
+        at += n
+    return dso._handle(ChooseFastestBranch(dso._ds(ds), branches, numerator, denominator,
+                                           per_branch))  # fmt: skip
+
+
+dso._register(
+    "ChooseFastestBranchDataset",
+    [_IN, "ratio_numerator: int64", "ratio_denominator: int64", "other_arguments: Targuments"],
+    {
+        "Targuments": dso._LIST,
+        "num_elements_per_branch": 1,
+        "other_arguments_lengths": [],
+        # One traced function per branch: its dataset placeholder, its output dataset, and
+        # its captures' placeholders (other_arguments_lengths of them each, in order).
+        "branches_inputs": [],
+        "branches_outputs": [],
+        "branches_captures": [],
+    },
+    _choose_fastest_branch,
+)
+
+
+def branches_attrs(branches) -> dict:
+    """ChooseFastestBranchDataset's attrs for `branches`: (dataset placeholder, output
+    dataset, capture placeholders) per branch."""
+    return {
+        "branches_inputs": [b[0].name for b in branches],
+        "branches_outputs": [b[1].name for b in branches],
+        "branches_captures": [t.name for b in branches for t in b[2]],
+        "other_arguments_lengths": [len(b[2]) for b in branches],
+    }

@@ -22,21 +22,33 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from asyncflow.protos import tensor_shape_pb2 as asyncflow_dot_protos_dot_tensor__shape__pb2
+from asyncflow.protos import types_pb2 as asyncflow_dot_protos_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$asyncflow/protos/tfprof_output.proto\x12\x1b\x61syncflow.tensorflow.tfprof\"\xd6\x01\n\x0b\x41\x64viceProto\x12H\n\x08\x63heckers\x18\x01 \x03(\x0b\x32\x36.asyncflow.tensorflow.tfprof.AdviceProto.CheckersEntry\x1a\x1a\n\x07\x43hecker\x12\x0f\n\x07reports\x18\x02 \x03(\t\x1a\x61\n\rCheckersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12?\n\x05value\x18\x02 \x01(\x0b\x32\x30.asyncflow.tensorflow.tfprof.AdviceProto.Checker:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$asyncflow/protos/tfprof_output.proto\x12\x1b\x61syncflow.tensorflow.tfprof\x1a#asyncflow/protos/tensor_shape.proto\x1a\x1c\x61syncflow/protos/types.proto\"\x80\x01\n\x11TFProfTensorProto\x12-\n\x05\x64type\x18\x01 \x01(\x0e\x32\x1e.asyncflow.tensorflow.DataType\x12\x14\n\x0cvalue_double\x18\x02 \x03(\x01\x12\x13\n\x0bvalue_int64\x18\x03 \x03(\x03\x12\x11\n\tvalue_str\x18\x04 \x03(\t\"\xc0\x07\n\x0eGraphNodeProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x44\n\x0ctensor_value\x18\x0f \x01(\x0b\x32..asyncflow.tensorflow.tfprof.TFProfTensorProto\x12\x11\n\trun_count\x18\x15 \x01(\x03\x12\x13\n\x0b\x65xec_micros\x18\x02 \x01(\x03\x12\x1f\n\x17\x61\x63\x63\x65lerator_exec_micros\x18\x11 \x01(\x03\x12\x17\n\x0f\x63pu_exec_micros\x18\x12 \x01(\x03\x12\x17\n\x0frequested_bytes\x18\x03 \x01(\x03\x12\x12\n\npeak_bytes\x18\x18 \x01(\x03\x12\x16\n\x0eresidual_bytes\x18\x19 \x01(\x03\x12\x14\n\x0coutput_bytes\x18\x1a \x01(\x03\x12\x12\n\nparameters\x18\x04 \x01(\x03\x12\x11\n\tfloat_ops\x18\r \x01(\x03\x12\x0f\n\x07\x64\x65vices\x18\n \x03(\t\x12\x1e\n\x16total_definition_count\x18\x17 \x01(\x03\x12\x17\n\x0ftotal_run_count\x18\x16 \x01(\x03\x12\x19\n\x11total_exec_micros\x18\x06 \x01(\x03\x12%\n\x1dtotal_accelerator_exec_micros\x18\x13 \x01(\x03\x12\x1d\n\x15total_cpu_exec_micros\x18\x14 \x01(\x03\x12\x1d\n\x15total_requested_bytes\x18\x07 \x01(\x03\x12\x18\n\x10total_peak_bytes\x18\x1b \x01(\x03\x12\x1c\n\x14total_residual_bytes\x18\x1c \x01(\x03\x12\x1a\n\x12total_output_bytes\x18\x1d \x01(\x03\x12\x18\n\x10total_parameters\x18\x08 \x01(\x03\x12\x17\n\x0ftotal_float_ops\x18\x0e \x01(\x03\x12\x36\n\x06shapes\x18\x0b \x03(\x0b\x32&.asyncflow.tensorflow.TensorShapeProto\x12R\n\x0cinput_shapes\x18\x10 \x03(\x0b\x32<.asyncflow.tensorflow.tfprof.GraphNodeProto.InputShapesEntry\x12=\n\x08\x63hildren\x18\x0c \x03(\x0b\x32+.asyncflow.tensorflow.tfprof.GraphNodeProto\x1aZ\n\x10InputShapesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\x35\n\x05value\x18\x02 \x01(\x0b\x32&.asyncflow.tensorflow.TensorShapeProto:\x02\x38\x01\"\x81\x05\n\x13MultiGraphNodeProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x65xec_micros\x18\x02 \x01(\x03\x12\x1f\n\x17\x61\x63\x63\x65lerator_exec_micros\x18\x0c \x01(\x03\x12\x17\n\x0f\x63pu_exec_micros\x18\r \x01(\x03\x12\x17\n\x0frequested_bytes\x18\x03 \x01(\x03\x12\x12\n\npeak_bytes\x18\x10 \x01(\x03\x12\x16\n\x0eresidual_bytes\x18\x11 \x01(\x03\x12\x14\n\x0coutput_bytes\x18\x12 \x01(\x03\x12\x12\n\nparameters\x18\x04 \x01(\x03\x12\x11\n\tfloat_ops\x18\x05 \x01(\x03\x12\x19\n\x11total_exec_micros\x18\x06 \x01(\x03\x12%\n\x1dtotal_accelerator_exec_micros\x18\x0e \x01(\x03\x12\x1d\n\x15total_cpu_exec_micros\x18\x0f \x01(\x03\x12\x1d\n\x15total_requested_bytes\x18\x07 \x01(\x03\x12\x18\n\x10total_peak_bytes\x18\x13 \x01(\x03\x12\x1c\n\x14total_residual_bytes\x18\x14 \x01(\x03\x12\x1a\n\x12total_output_bytes\x18\x15 \x01(\x03\x12\x18\n\x10total_parameters\x18\x08 \x01(\x03\x12\x17\n\x0ftotal_float_ops\x18\t \x01(\x03\x12@\n\x0bgraph_nodes\x18\n \x03(\x0b\x32+.asyncflow.tensorflow.tfprof.GraphNodeProto\x12\x42\n\x08\x63hildren\x18\x0b \x03(\x0b\x32\x30.asyncflow.tensorflow.tfprof.MultiGraphNodeProto\"\xd6\x01\n\x0b\x41\x64viceProto\x12H\n\x08\x63heckers\x18\x01 \x03(\x0b\x32\x36.asyncflow.tensorflow.tfprof.AdviceProto.CheckersEntry\x1a\x1a\n\x07\x43hecker\x12\x0f\n\x07reports\x18\x02 \x03(\t\x1a\x61\n\rCheckersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12?\n\x05value\x18\x02 \x01(\x0b\x32\x30.asyncflow.tensorflow.tfprof.AdviceProto.Checker:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'asyncflow.protos.tfprof_output_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_GRAPHNODEPROTO_INPUTSHAPESENTRY']._loaded_options = None
+  _globals['_GRAPHNODEPROTO_INPUTSHAPESENTRY']._serialized_options = b'8\001'
   _globals['_ADVICEPROTO_CHECKERSENTRY']._loaded_options = None
   _globals['_ADVICEPROTO_CHECKERSENTRY']._serialized_options = b'8\001'
-  _globals['_ADVICEPROTO']._serialized_start=70
-  _globals['_ADVICEPROTO']._serialized_end=284
-  _globals['_ADVICEPROTO_CHECKER']._serialized_start=159
-  _globals['_ADVICEPROTO_CHECKER']._serialized_end=185
-  _globals['_ADVICEPROTO_CHECKERSENTRY']._serialized_start=187
-  _globals['_ADVICEPROTO_CHECKERSENTRY']._serialized_end=284
+  _globals['_TFPROFTENSORPROTO']._serialized_start=137
+  _globals['_TFPROFTENSORPROTO']._serialized_end=265
+  _globals['_GRAPHNODEPROTO']._serialized_start=268
+  _globals['_GRAPHNODEPROTO']._serialized_end=1228
+  _globals['_GRAPHNODEPROTO_INPUTSHAPESENTRY']._serialized_start=1138
+  _globals['_GRAPHNODEPROTO_INPUTSHAPESENTRY']._serialized_end=1228
+  _globals['_MULTIGRAPHNODEPROTO']._serialized_start=1231
+  _globals['_MULTIGRAPHNODEPROTO']._serialized_end=1872
+  _globals['_ADVICEPROTO']._serialized_start=1875
+  _globals['_ADVICEPROTO']._serialized_end=2089
+  _globals['_ADVICEPROTO_CHECKER']._serialized_start=1964
+  _globals['_ADVICEPROTO_CHECKER']._serialized_end=1990
+  _globals['_ADVICEPROTO_CHECKERSENTRY']._serialized_start=1992
+  _globals['_ADVICEPROTO_CHECKERSENTRY']._serialized_end=2089
 # @@protoc_insertion_point(module_scope)
