@@ -211,7 +211,9 @@ def _as_values(values):
 
 
 def _as_splits(t, name, dtype=None):
-    t = ops.convert_to_tensor(t, dtype=dtype, name=name)
+    # A Python list becomes int64 (TF's dtype_hint); a tensor or an int32 array keeps int32.
+    hint = None if isinstance(t, np.ndarray) and t.dtype == np.int32 else dtypes.int64
+    t = ops.convert_to_tensor(t, dtype=dtype, name=name, dtype_hint=hint)
     return _split_dtype(t)
 
 

@@ -163,3 +163,24 @@ X0 = np.array([0.3, -1.2, 2.5, 0.7, -0.4])
 )
 def test_gradient_by_finite_differences(build):
     _check_gradient(build, X0)
+
+
+def test_row_partitions_from_python_lists_are_int64_as_tfs():
+    # TF 2.21 (recorded): a Python list's row partition is int64; an int32 tensor or
+    # int32 NumPy array keeps int32.
+    import numpy as np
+
+    rt = tf.RaggedTensor
+    cases = {
+        "splits": (lambda: rt.from_row_splits([1, 2, 3], [0, 2, 3]), "int64"),
+        "lengths": (lambda: rt.from_row_lengths([1, 2, 3], [2, 1]), "int64"),
+        "starts": (lambda: rt.from_row_starts([1, 2, 3], [0, 2]), "int64"),
+        "limits": (lambda: rt.from_row_limits([1, 2, 3], [2, 3]), "int64"),
+        "rowids": (lambda: rt.from_value_rowids([1, 2, 3], [0, 0, 1]), "int64"),
+        "nested": (lambda: rt.from_nested_row_splits([1, 2, 3], [[0, 1, 2], [0, 2, 3]]), "int64"),
+        "i32": (lambda: rt.from_row_splits([1, 2, 3], tf.constant([0, 2, 3], tf.int32)), "int32"),
+        "np32": (lambda: rt.from_row_splits([1, 2, 3], np.array([0, 2, 3], np.int32)), "int32"),
+    }
+    with tf.Graph().as_default():
+        got = {k: f().row_splits.dtype.name for k, (f, _) in cases.items()}
+    assert got == {k: want for k, (_, want) in cases.items()}
