@@ -102,7 +102,8 @@ def test_load_v2_object_is_callable(session, who, case):
 
 
 def test_call_functions_as_tf(session, tmp_path):
-    """The root's children and its functions' argument specs and traces are TF's."""
+    """The root's children, its functions' argument specs and traces, its keras_api
+    (with the compiled metric) are TF's."""
     base.build(K, "seq").save(str(tmp_path / "m"))
     ours, theirs = (
         _object_graph(tmp_path / "m"),
@@ -133,18 +134,14 @@ def test_call_functions_as_tf(session, tmp_path):
         ]
         return [c.local_name for c in node.children]
 
-    theirs_api = [
-        n
-        for n in api(theirs)
-        if n
-        not in (
-            "metrics",
-            "layer_regularization_losses",
-            "layer_metrics",
-            "_default_save_signature",
-        )
-    ]
-    assert api(ours) == theirs_api
+    assert api(ours) == [n for n in api(theirs) if n != "_default_save_signature"]
+    # the compiled metric's variables under keras_api, as TF keys them
+    assert _keys(tmp_path / "m") == _keys(FIXTURES / "keras_savedmodel" / "tf_seq")
+    md = SavedMetadata()
+    md.ParseFromString((tmp_path / "m" / "keras_metadata.pb").read_bytes())
+    metric = next(n for n in md.nodes if n.node_path == "root.keras_api.metrics.0")
+    assert metric.identifier == "_tf_keras_metric"
+    assert json.loads(metric.metadata)["config"]["fn"] == "categorical_accuracy"
 
 
 # -- subclassed models: revived from the traced call, both ways -----------------------------
@@ -203,9 +200,9 @@ def test_af_subclassed_savedmodel_as_tf(session, tmp_path):
         _close(got, RECORDED["sub"]["predict"])
 
 
-def test_subclassed_model_with_a_known_class_is_still_revived_without_config(session, tmp_path):
-    """A config-less model whose metadata names a network class is revived too: TF's
-    seq SavedModel with its config removed (only the traced call is left)."""
+def test_tf_savedmodel_without_config_is_revived(session, tmp_path):
+    """A model saved without its config is revived from its traced call, though its
+    class is known: TF's seq SavedModel with the config removed from its metadata."""
     shutil.copytree(FIXTURES / "keras_savedmodel" / "tf_seq", tmp_path / "m")
     md = SavedMetadata()
     md.ParseFromString((tmp_path / "m" / "keras_metadata.pb").read_bytes())

@@ -14,7 +14,8 @@ Saving writes the model through tf.saved_model's object saver
   outputs) and `call_and_return_all_conditional_losses` ((outputs, losses)) on the
   inputs' specs (a network's `inputs, training=False, mask=None`, traced with training
   True and False; a subclassed model's own call arguments), and a "keras_api" child
-  holding them again (with `call_and_return_conditional_losses`): TF's plain
+  holding them again (with `call_and_return_conditional_losses`) and the compiled
+  metrics ("keras_api/metrics/<k>" with their total/count): TF's plain
   tf.saved_model.load makes the model callable from them;
 - with include_optimizer, the optimizer ("optimizer": "iter" and its hyperparameters'
   variables) and its slots ("<variable>/.OPTIMIZER_SLOT/optimizer/<slot>"), as TF
@@ -34,8 +35,7 @@ known here (a subclassed model), is revived as Keras revives it: a Model subclas
 named as the saved class whose weights are the SavedModel's variables and whose call
 runs the saved call_and_return_conditional_losses.  The optimizer's saved state is not
 restored: TF 2.21's load_model compiles a fresh optimizer (iterations 0, zero slots).
-Not written: the compiled metrics' variables (keras_api/metrics), the layers' own traced
-functions and keras_api, `_default_save_signature`.
+Not written: the layers' own traced functions and keras_api, `_default_save_signature`.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from asyncflow.framework_extras import TensorSpec
 from asyncflow.keras import backend, layer_configs
 from asyncflow.keras import saving_hdf5 as hdf5
 from asyncflow.keras.engine import InputLayer, Layer
+from asyncflow.keras.metrics_more import Metric
 from asyncflow.keras.model_config import KERAS_VERSION, model_from_config, saved_config
 from asyncflow.keras.network import Network
 from asyncflow.keras.optimizers import Optimizer
@@ -103,6 +104,8 @@ def _identifier(obj) -> str:
         return "trackable_dict_wrapper"
     if isinstance(obj, Optimizer):
         return "optimizer"
+    if _is_metric(obj):
+        return "_tf_keras_metric"
     return "_generic_user_object"
 
 
@@ -144,6 +147,14 @@ def _saved_children(root, functions, optimizer):
     def children(obj) -> list:
         if obj is optimizer:
             return _optimizer_children(obj)
+        if _is_metric(obj):
+            variables = list(obj.variables)
+            named = [(v.op.name.split("/")[-1], v) for v in variables]
+            api = _KerasAPI([("variables", variables)])
+            kwargs = dict(getattr(obj, "_fn_kwargs", {}))
+            return [("variables", variables), ("keras_api", api), *named, ("_fn_kwargs", kwargs)]
+        if isinstance(obj, list) and any(_is_metric(m) for m in obj):
+            return [(str(k), m) for k, m in enumerate(obj)]
         if not _is_model(obj):
             return list(trackable.children_of(obj))
         lists = [
@@ -154,7 +165,9 @@ def _saved_children(root, functions, optimizer):
         fns = functions.get(id(obj), {})
         api = _KerasAPI(
             [("non_trainable_variables", list(obj.non_trainable_weights)),
-             ("layers", list(obj.layers)), *lists]
+             ("layers", list(obj.layers)),
+             ("metrics", _saved_metrics(obj) if obj is root else []),
+             ("layer_regularization_losses", []), ("layer_metrics", {}), *lists]
             + [(n, fns[n]) for n in (CALL, ALL_LOSSES) if n in fns]
             + ([(LOSSES, fns[ALL_LOSSES])] if ALL_LOSSES in fns else [])
         )  # fmt: skip
@@ -167,6 +180,29 @@ def _saved_children(root, functions, optimizer):
         return out
 
     return children
+
+
+def _is_metric(obj) -> bool:
+    return isinstance(obj, Metric)
+
+
+def _saved_metrics(model) -> list:
+    """The compiled model's metrics as Keras' SavedModel keeps them (keras_api.metrics):
+    those compile was given, not the per-output loss means."""
+    return [m for m in getattr(model, "_metrics", []) if not getattr(m, "_loss_tracker", False)]
+
+
+def _metric_metadata(metric) -> dict:
+    config = metric.get_config()
+    fn = getattr(metric, "_fn", None)
+    if type(metric).__name__ == "MeanMetricWrapper" and fn is not None:
+        config = {**config, "fn": getattr(fn, "__name__", str(fn))}
+    return {
+        "class_name": type(metric).__name__,
+        "name": metric.name,
+        "dtype": metric.dtype.name,
+        "config": config,
+    }
 
 
 CALL = "__call__"
@@ -356,6 +392,8 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, signatur
             meta[id(layer)] = (
                 _model_metadata(layer, False) if _is_model(layer) else _layer_metadata(layer)
             )
+    for metric in _saved_metrics(model):
+        meta[id(metric)] = _metric_metadata(metric)
     if signatures is None:
         signatures = {"serving_default": _serving_signature(model)}
     functions = {id(model): _call_functions(model)}
@@ -370,7 +408,7 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, signatur
         saver = object_saver.save_object(model, path, signatures, children, _identifier, slots)
     out = SavedMetadata()
     for i, obj in enumerate(saver.objects):
-        if id(obj) not in meta or not isinstance(obj, Layer):
+        if id(obj) not in meta or not (isinstance(obj, Layer) or _is_metric(obj)):
             continue
         node_path = ".".join(["root"] + [p for p in saver.paths[i].split("/") if p])
         node = out.nodes.add(node_id=i, node_path=node_path, identifier=_identifier(obj))
