@@ -102,8 +102,8 @@ def test_load_v2_object_is_callable(session, who, case):
 
 
 def test_call_functions_as_tf(session, tmp_path):
-    """The root's children, its functions' argument specs and traces, its keras_api
-    (with the compiled metric) are TF's."""
+    """The root's and each layer's children, their functions' argument specs and traces,
+    the root's keras_api (with the compiled metric) are TF's."""
     base.build(K, "seq").save(str(tmp_path / "m"))
     ours, theirs = (
         _object_graph(tmp_path / "m"),
@@ -127,6 +127,26 @@ def test_call_functions_as_tf(session, tmp_path):
 
     for name in ("__call__", "call_and_return_all_conditional_losses"):
         assert traces(ours, name) == traces(theirs, name)
+
+    def layer_nodes(og):
+        """Each layer's children, and its functions' argument specs and trace count."""
+        out = []
+        for child in og.nodes[0].children:
+            if not child.local_name.startswith("layer-"):
+                continue
+            node = og.nodes[child.node_id]
+            fns = [
+                (c.local_name, og.nodes[c.node_id].function.function_spec.fullargspec,
+                 len(og.nodes[c.node_id].function.concrete_functions))
+                for c in node.children
+                if og.nodes[c.node_id].WhichOneof("kind") == "function"
+            ]  # fmt: skip
+            # (TF's Dropout also keeps its random generator object, asyncflow's has none)
+            names = [c.local_name for c in node.children if c.local_name != "_random_generator"]
+            out.append((names, fns))
+        return out
+
+    assert layer_nodes(ours) == layer_nodes(theirs)
 
     def api(og):
         node = og.nodes[

@@ -155,7 +155,7 @@ def _saved_children(root, functions, optimizer):
             return [("variables", variables), ("keras_api", api), *named, ("_fn_kwargs", kwargs)]
         if isinstance(obj, list) and any(_is_metric(m) for m in obj):
             return [(str(k), m) for k, m in enumerate(obj)]
-        if not _is_model(obj):
+        if isinstance(obj, InputLayer) or not isinstance(obj, Layer):
             return list(trackable.children_of(obj))
         lists = [
             ("variables", list(obj.weights)),
@@ -165,13 +165,15 @@ def _saved_children(root, functions, optimizer):
         fns = functions.get(id(obj), {})
         api = _KerasAPI(
             [("non_trainable_variables", list(obj.non_trainable_weights)),
-             ("layers", list(obj.layers)),
+             ("layers", list(obj.layers) if _is_model(obj) else []),
              ("metrics", _saved_metrics(obj) if obj is root else []),
              ("layer_regularization_losses", []), ("layer_metrics", {}), *lists]
             + [(n, fns[n]) for n in (CALL, ALL_LOSSES) if n in fns]
             + ([(LOSSES, fns[ALL_LOSSES])] if ALL_LOSSES in fns else [])
         )  # fmt: skip
         out = lists + [("keras_api", api)] + [(n, fns[n]) for n in (CALL, ALL_LOSSES) if n in fns]
+        if not _is_model(obj):  # (a layer: then its weights, as checkpoints name them)
+            return out + list(trackable.children_of(obj))
         layers = _layer_children(obj)
         # (a network lists its layers first, a subclassed model after its functions)
         out = layers + out if obj._is_graph_network else out + layers
@@ -236,18 +238,28 @@ def _input_specs(model):
     return specs[0] if len(specs) == 1 else specs
 
 
-def _call_functions(model) -> dict:
+def _call_functions(layer) -> dict:
     """`__call__` (the outputs) and `call_and_return_all_conditional_losses` ((outputs,
-    losses)) of `model` as Keras traces them: its call's arguments (for a network
-    `inputs, training=False, mask=None`, traced with training True then False; for a
-    subclassed model its call's own parameters, traced once) on the inputs' specs."""
+    losses)) of a model or layer as Keras traces them, on the specs of its inputs (a
+    model's inputs, named as they are; a layer's first call's, named "inputs"): for a
+    network `inputs, training=False, mask=None`, traced with training True then False;
+    for a subclassed model or a layer its call's first parameter and, if it takes one,
+    `training=False` (traced True then False).  {} for a layer never called."""
     params = [
-        p for p in inspect.signature(model.call).parameters.values()
+        p for p in inspect.signature(layer.call).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]  # fmt: skip
     names = [p.name for p in params]
+    if _is_model(layer):
+        specs = _input_specs(layer)
+    elif layer._inbound_nodes and names:
+        tensors = nest.flatten(layer._inbound_nodes[0].input_tensors)
+        specs = [TensorSpec(t.shape, t.dtype.base_dtype, "inputs") for t in tensors]
+        specs = specs[0] if len(specs) == 1 else specs
+    else:
+        return {}
     training = "training" in names
-    if model._is_graph_network:
+    if _is_model(layer) and layer._is_graph_network:
         names, training = ["inputs", "training", "mask"], True
     sig = [inspect.Parameter(names[0], inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     if training:
@@ -256,13 +268,12 @@ def _call_functions(model) -> dict:
             for n, d in (("training", False), ("mask", None))
             if n in names
         ]
-    specs = _input_specs(model)
 
     def make(with_losses):
         def call(inputs, training=False, mask=None):
             del mask  # (the traces are made without one)
             kwargs = {"training": training} if "training" in names else {}
-            outputs = model(inputs, **kwargs)
+            outputs = layer(inputs, **kwargs)
             return (outputs, []) if with_losses else outputs
 
         call.__signature__ = inspect.Signature(sig)
@@ -290,7 +301,7 @@ def _layer_metadata(layer) -> dict:
     meta = {
         "name": layer.name,
         "trainable": layer.trainable,
-        "expects_training_arg": False,
+        "expects_training_arg": "training" in inspect.signature(layer.call).parameters,
         "dtype": getattr(layer, "dtype", None) or "float32",
         "batch_input_shape": getattr(layer, "_batch_input_shape", None),
         "stateful": bool(getattr(layer, "stateful", False)),
@@ -397,6 +408,9 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, signatur
     if signatures is None:
         signatures = {"serving_default": _serving_signature(model)}
     functions = {id(model): _call_functions(model)}
+    for layer in _all_layers(model):
+        if id(layer) not in functions and not isinstance(layer, InputLayer | Network):
+            functions[id(layer)] = _call_functions(layer)
     optimizer = getattr(model, "optimizer", None) if include_optimizer else None
     optimizer = optimizer if isinstance(optimizer, Optimizer) else None
     children = _saved_children(model, functions, optimizer)
