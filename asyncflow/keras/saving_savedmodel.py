@@ -35,7 +35,9 @@ known here (a subclassed model), is revived as Keras revives it: a Model subclas
 named as the saved class whose weights are the SavedModel's variables and whose call
 runs the saved call_and_return_conditional_losses.  The optimizer's saved state is not
 restored: TF 2.21's load_model compiles a fresh optimizer (iterations 0, zero slots).
-Not written: the layers' own traced functions and keras_api, `_default_save_signature`.
+Each layer other than an input layer gets the same lists, functions (on its first
+call's input specs, named "inputs") and keras_api.  Not written: `_default_save_signature`,
+a Dropout's random generator object, a BatchNormalization's `axis`.
 """
 
 from __future__ import annotations
