@@ -174,6 +174,14 @@ def test_tf_subclassed_savedmodel_revives(session):
     assert len(model.weights) == RECORDED["sub"]["tf_loaded"]["weights"]
 
 
+def test_tf_subclassed_savedmodel_with_custom_class_keeps_weights(session):
+    """TF's subclassed model's config is {}: given the class, the model is still revived
+    from the traced call (asyncflow does not restore a rebuilt one by its object graph),
+    with the saved weights."""
+    model = K.models.load_model(str(SAVED / "tf_sub"), custom_objects={"Sub": cases.subclass(K)})
+    _close(model.predict(cases.X_SUB), RECORDED["sub"]["predict"])
+
+
 def test_revived_model_trains_as_the_original(session):
     """The revived model's weights are the saved variables, trained through the restored
     call: its SGD losses are those of the same model built in code (TF 2.21 cannot train

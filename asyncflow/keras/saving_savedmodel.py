@@ -504,10 +504,15 @@ def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
 
 
 def _from_config_possible(info, custom_objects) -> bool:
-    """Whether the model can be rebuilt from its config: a config is saved and its class
-    is known (a network, a registered or custom class); otherwise Keras revives it from
-    its traced call."""
+    """Whether the model can be rebuilt from its config: a config is saved, the model is
+    a network and its class is known (a registered or custom class); otherwise it is
+    revived from its traced call (TF builds a subclassed model given in custom_objects
+    from its config instead, and restores it by its object graph)."""
     if not isinstance(info.get("config"), dict):
+        return False
+    if info.get("is_graph_network") is False:
+        # (a subclassed model's config cannot rebuild its weights' object graph: its
+        # variables are keyed "variables/<k>", which load_weights does not map)
         return False
     name = info["class_name"]
     known = name in (custom_objects or {}) or name in get_custom_objects()
