@@ -6,7 +6,20 @@ Saving writes the model through tf.saved_model's object saver
 
 - the model's layers as children of the model ("layer_with_weights-<k>" then
   "layer-<k>", per layer in `model.layers` order, as Keras' SavedModel names them; the
-  variables keep their checkpoint keys "layer_with_weights-0/kernel/...");
+  variables keep their checkpoint keys "layer_with_weights-0/kernel/..."); a subclassed
+  model's layers under their attribute names, after its variable lists (so its variables
+  are keyed "variables/<k>/...", as TF keys them);
+- the model's traced call, as Keras traces it for loaders without the config: its
+  `variables`, `trainable_variables`, `regularization_losses` lists, `__call__` (the
+  outputs) and `call_and_return_all_conditional_losses` ((outputs, losses)) on the
+  inputs' specs (a network's `inputs, training=False, mask=None`, traced with training
+  True and False; a subclassed model's own call arguments), and a "keras_api" child
+  holding them again (with `call_and_return_conditional_losses`) and the compiled
+  metrics ("keras_api/metrics/<k>" with their total/count): TF's plain
+  tf.saved_model.load makes the model callable from them;
+- with include_optimizer, the optimizer ("optimizer": "iter" and its hyperparameters'
+  variables) and its slots ("<variable>/.OPTIMIZER_SLOT/optimizer/<slot>"), as TF
+  writes them;
 - Keras' identifiers on the objects' nodes ("_tf_keras_sequential", "_tf_keras_network",
   "_tf_keras_layer", "_tf_keras_input_layer", ...);
 - the serving signature "serving_default": the model called on its inputs' specs
@@ -17,8 +30,14 @@ Saving writes the model through tf.saved_model's object saver
 
 Loading reads keras_metadata.pb, rebuilds the model from the root's class name and
 config, restores its variables from variables/ by object path and, with `compile`,
-compiles it from the training config.  The traced call functions TF adds for models
-without a config (subclassed models) are not written, and such a model is not loaded.
+compiles it from the training config.  A model without a config, or of a class not
+known here (a subclassed model), is revived as Keras revives it: a Model subclass
+named as the saved class whose weights are the SavedModel's variables and whose call
+runs the saved call_and_return_conditional_losses.  The optimizer's saved state is not
+restored: TF 2.21's load_model compiles a fresh optimizer (iterations 0, zero slots).
+Each layer other than an input layer gets the same lists, functions (on its first
+call's input specs, named "inputs") and keras_api.  Not written: `_default_save_signature`,
+a Dropout's random generator object, a BatchNormalization's `axis`.
 """
 
 from __future__ import annotations
@@ -30,14 +49,20 @@ import os
 
 from asyncflow import errors, nest, trackable
 from asyncflow.framework_extras import TensorSpec
-from asyncflow.keras import backend
+from asyncflow.keras import backend, layer_configs
 from asyncflow.keras import saving_hdf5 as hdf5
 from asyncflow.keras.engine import InputLayer, Layer
+from asyncflow.keras.metrics_more import Metric
 from asyncflow.keras.model_config import KERAS_VERSION, model_from_config, saved_config
 from asyncflow.keras.network import Network
-from asyncflow.keras.serialization import CustomObjectScope, get_registered_name
+from asyncflow.keras.optimizers import Optimizer
+from asyncflow.keras.serialization import (
+    CustomObjectScope,
+    get_custom_objects,
+    get_registered_name,
+)
 from asyncflow.protos.saved_metadata_pb2 import SavedMetadata
-from asyncflow.saved_model import object_saver
+from asyncflow.saved_model import object_loader, object_saver
 from asyncflow.tf_function import function
 
 __all__ = ["save_model", "load_model", "is_keras_savedmodel"]
@@ -75,20 +100,194 @@ def _identifier(obj) -> str:
         return "_tf_keras_rnn_layer"
     if isinstance(obj, Layer):
         return "_tf_keras_layer"
+    if isinstance(obj, list | tuple):
+        return "trackable_list_wrapper"
+    if isinstance(obj, dict):
+        return "trackable_dict_wrapper"
+    if isinstance(obj, Optimizer):
+        return "optimizer"
+    if _is_metric(obj):
+        return "_tf_keras_metric"
     return "_generic_user_object"
 
 
-def _children(obj) -> list:
-    """A model's layers besides its checkpoint children, as Keras' SavedModel has them."""
-    if not _is_model(obj):
-        return list(trackable.children_of(obj))
+class _KerasAPI:
+    """A layer's "keras_api" child: its variable lists and traced call functions, as
+    Keras' SavedModel serializes them for the loaders that revive a layer without its
+    config."""
+
+    def __init__(self, children):
+        self._children = children
+
+    def _trackable_children(self) -> list:
+        return list(self._children)
+
+
+def _layer_children(model) -> list:
+    """A model's layers as Keras' SavedModel names them: "layer_with_weights-<k>" then
+    "layer-<k>" for a network; a subclassed model's attribute names."""
+    if not model._is_graph_network:
+        return [
+            (name, value)
+            for name, value in vars(model).items()
+            if not name.startswith("_") and isinstance(value, Layer)
+        ]
     out, with_weights = [], 0
-    for k, layer in enumerate(obj.layers):
+    for k, layer in enumerate(model.layers):
         if layer.weights:
             out.append((f"layer_with_weights-{with_weights}", layer))
             with_weights += 1
         out.append((f"layer-{k}", layer))
     return out
+
+
+def _saved_children(root, functions, optimizer):
+    """The children hook of the save: a model's layers, its variable lists, keras_api
+    and traced functions (`functions`: model -> {name: Function}), the root's optimizer
+    (when saved with it), in TF's order; other objects' checkpoint children."""
+
+    def children(obj) -> list:
+        if obj is optimizer:
+            return _optimizer_children(obj)
+        if _is_metric(obj):
+            variables = list(obj.variables)
+            named = [(v.op.name.split("/")[-1], v) for v in variables]
+            api = _KerasAPI([("variables", variables)])
+            kwargs = dict(getattr(obj, "_fn_kwargs", {}))
+            return [("variables", variables), ("keras_api", api), *named, ("_fn_kwargs", kwargs)]
+        if isinstance(obj, list) and any(_is_metric(m) for m in obj):
+            return [(str(k), m) for k, m in enumerate(obj)]
+        if isinstance(obj, InputLayer) or not isinstance(obj, Layer):
+            return list(trackable.children_of(obj))
+        lists = [
+            ("variables", list(obj.weights)),
+            ("trainable_variables", list(obj.trainable_weights)),
+            ("regularization_losses", []),
+        ]
+        fns = functions.get(id(obj), {})
+        api = _KerasAPI(
+            [("non_trainable_variables", list(obj.non_trainable_weights)),
+             ("layers", list(obj.layers) if _is_model(obj) else []),
+             ("metrics", _saved_metrics(obj) if obj is root else []),
+             ("layer_regularization_losses", []), ("layer_metrics", {}), *lists]
+            + [(n, fns[n]) for n in (CALL, ALL_LOSSES) if n in fns]
+            + ([(LOSSES, fns[ALL_LOSSES])] if ALL_LOSSES in fns else [])
+        )  # fmt: skip
+        out = lists + [("keras_api", api)] + [(n, fns[n]) for n in (CALL, ALL_LOSSES) if n in fns]
+        if not _is_model(obj):  # (a layer: then its weights, as checkpoints name them)
+            return out + list(trackable.children_of(obj))
+        layers = _layer_children(obj)
+        # (a network lists its layers first, a subclassed model after its functions)
+        out = layers + out if obj._is_graph_network else out + layers
+        if obj is root and optimizer is not None:
+            out.append(("optimizer", optimizer))
+        return out
+
+    return children
+
+
+def _is_metric(obj) -> bool:
+    return isinstance(obj, Metric)
+
+
+def _saved_metrics(model) -> list:
+    """The compiled model's metrics as Keras' SavedModel keeps them (keras_api.metrics):
+    those compile was given, not the per-output loss means."""
+    return [m for m in getattr(model, "_metrics", []) if not getattr(m, "_loss_tracker", False)]
+
+
+def _metric_metadata(metric) -> dict:
+    config = metric.get_config()
+    fn = getattr(metric, "_fn", None)
+    if type(metric).__name__ == "MeanMetricWrapper" and fn is not None:
+        config = {**config, "fn": getattr(fn, "__name__", str(fn))}
+    return {
+        "class_name": type(metric).__name__,
+        "name": metric.name,
+        "dtype": metric.dtype.name,
+        "config": config,
+    }
+
+
+CALL = "__call__"
+ALL_LOSSES = "call_and_return_all_conditional_losses"
+LOSSES = "call_and_return_conditional_losses"
+
+
+def _optimizer_children(opt) -> list:
+    """A Keras optimizer's checkpoint children: "iter", then its hyperparameters'
+    variables by name, as TF's OptimizerV2 tracks them."""
+    out = [("iter", opt._iterations)] if opt._iterations is not None else []
+    return out + sorted(opt._hyper_vars.items())
+
+
+def _optimizer_slots(opt, params) -> list:
+    """(slot name, variable, slot variable) of a Keras optimizer: slot names sorted, then
+    the model's trainable variables in order, as TF lists them."""
+    out = []
+    for slot_name in sorted({key[0] for key in opt._slots}):
+        for p in params:
+            slot = opt._slots.get((slot_name, id(p)))
+            if slot is not None:
+                out.append((slot_name, p, slot))
+    return out
+
+
+def _input_specs(model):
+    """The model's call argument as TensorSpecs named for its inputs (one spec, or a
+    list of them)."""
+    specs = [TensorSpec(t.shape, t.dtype.base_dtype, t.op.name) for t in model.inputs]
+    return specs[0] if len(specs) == 1 else specs
+
+
+def _call_functions(layer) -> dict:
+    """`__call__` (the outputs) and `call_and_return_all_conditional_losses` ((outputs,
+    losses)) of a model or layer as Keras traces them, on the specs of its inputs (a
+    model's inputs, named as they are; a layer's first call's, named "inputs"): for a
+    network `inputs, training=False, mask=None`, traced with training True then False;
+    for a subclassed model or a layer its call's first parameter and, if it takes one,
+    `training=False` (traced True then False).  {} for a layer never called."""
+    params = [
+        p for p in inspect.signature(layer.call).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]  # fmt: skip
+    names = [p.name for p in params]
+    if _is_model(layer):
+        specs = _input_specs(layer)
+    elif layer._inbound_nodes and names:
+        tensors = nest.flatten(layer._inbound_nodes[0].input_tensors)
+        specs = [TensorSpec(t.shape, t.dtype.base_dtype, "inputs") for t in tensors]
+        specs = specs[0] if len(specs) == 1 else specs
+    else:
+        return {}
+    training = "training" in names
+    if _is_model(layer) and layer._is_graph_network:
+        names, training = ["inputs", "training", "mask"], True
+    sig = [inspect.Parameter(names[0], inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if training:
+        sig += [
+            inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d)
+            for n, d in (("training", False), ("mask", None))
+            if n in names
+        ]
+
+    def make(with_losses):
+        def call(inputs, training=False, mask=None):
+            del mask  # (the traces are made without one)
+            kwargs = {"training": training} if "training" in names else {}
+            outputs = layer(inputs, **kwargs)
+            return (outputs, []) if with_losses else outputs
+
+        call.__signature__ = inspect.Signature(sig)
+        fn = function(call)
+        if training:
+            for flag in (True, False):
+                fn.get_concrete_function(specs, flag, *([None] if len(sig) > 2 else []))
+        else:
+            fn.get_concrete_function(specs)
+        return fn
+
+    return {CALL: make(False), ALL_LOSSES: make(True)}
 
 
 def _shape_json(shape):
@@ -104,7 +303,7 @@ def _layer_metadata(layer) -> dict:
     meta = {
         "name": layer.name,
         "trainable": layer.trainable,
-        "expects_training_arg": False,
+        "expects_training_arg": "training" in inspect.signature(layer.call).parameters,
         "dtype": getattr(layer, "dtype", None) or "float32",
         "batch_input_shape": getattr(layer, "_batch_input_shape", None),
         "stateful": bool(getattr(layer, "stateful", False)),
@@ -122,11 +321,15 @@ def _layer_metadata(layer) -> dict:
 
 
 def _model_metadata(model, include_optimizer) -> dict:
-    config = saved_config(model)
+    try:
+        config = saved_config(model)
+    except NotImplementedError:  # (a subclassed model: revived from its traced call)
+        config = None
+    expects_training = "training" in inspect.signature(model.call).parameters
     meta = {
         "name": model.name,
         "trainable": model.trainable,
-        "expects_training_arg": True,
+        "expects_training_arg": expects_training,
         "dtype": "float32",
         "batch_input_shape": None,
         "must_restore_from_config": False,
@@ -139,6 +342,8 @@ def _model_metadata(model, include_optimizer) -> dict:
         "backend": "tensorflow",
         "model_config": {"class_name": get_registered_name(type(model)), "config": config},
     }
+    if config is None:
+        del meta["config"], meta["model_config"]
     if model.inputs:
         shapes = [backend.int_shape(t) for t in model.inputs]
         meta["build_input_shape"] = _shape_json(shapes[0] if len(shapes) == 1 else shapes)
@@ -175,8 +380,8 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, signatur
     """`model.save(dir)` in the SavedModel format (see the module note).
 
     Raises:
-      ValueError: a model whose inputs are not known (TF's message), or a subclassed
-        model (no config: TF's SavedModel would hold its traced call, asyncflow's not).
+      ValueError: a model whose inputs are not known (TF's message: a subclassed model
+        not yet called or built).
     """
     del options, save_traces
     path = os.fspath(filepath)
@@ -200,13 +405,26 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, signatur
             meta[id(layer)] = (
                 _model_metadata(layer, False) if _is_model(layer) else _layer_metadata(layer)
             )
+    for metric in _saved_metrics(model):
+        meta[id(metric)] = _metric_metadata(metric)
     if signatures is None:
         signatures = {"serving_default": _serving_signature(model)}
+    functions = {id(model): _call_functions(model)}
+    for layer in _all_layers(model):
+        if id(layer) not in functions and not isinstance(layer, InputLayer | Network):
+            functions[id(layer)] = _call_functions(layer)
+    optimizer = getattr(model, "optimizer", None) if include_optimizer else None
+    optimizer = optimizer if isinstance(optimizer, Optimizer) else None
+    children = _saved_children(model, functions, optimizer)
+
+    def slots(obj):
+        return _optimizer_slots(obj, model.trainable_weights) if obj is optimizer else []
+
     with backend.get_session().as_default():
-        saver = object_saver.save_object(model, path, signatures, _children, _identifier)
+        saver = object_saver.save_object(model, path, signatures, children, _identifier, slots)
     out = SavedMetadata()
     for i, obj in enumerate(saver.objects):
-        if id(obj) not in meta or not isinstance(obj, Layer):
+        if id(obj) not in meta or not (isinstance(obj, Layer) or _is_metric(obj)):
             continue
         node_path = ".".join(["root"] + [p for p in saver.paths[i].split("/") if p])
         node = out.nodes.add(node_id=i, node_path=node_path, identifier=_identifier(obj))
@@ -244,8 +462,7 @@ def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
 
     Raises:
       OSError: no keras_metadata.pb in the directory.
-      ValueError: an unknown class (see `custom_objects`).
-      NotImplementedError: a model saved without its config (a subclassed model).
+      ValueError: unreadable metadata; a model to revive without its traced call.
       NotFoundError: no variables/ checkpoint.
     """
     path = os.fspath(filepath)
@@ -266,21 +483,13 @@ def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
         info = json.loads(root.metadata)
     except json.JSONDecodeError as e:
         raise ValueError(f"The model's metadata in {meta_path} is not JSON: {e}") from None
-    if not isinstance(info.get("config"), dict) or "class_name" not in info:
-        raise NotImplementedError(
-            f"The Keras SavedModel at {path!r} holds a model without a config (a subclassed "
-            "model without get_config); TF revives it from its traced functions, which "
-            "asyncflow does not. Save it with save_weights and rebuild it in code."
-        )
-    prefix = os.path.join(path, "variables", "variables")
-    if not os.path.exists(prefix + ".index"):
-        raise errors.NotFoundError(None, None, f"No checkpoint at {prefix} (variables/)")
+    if "class_name" not in info:
+        raise ValueError(f"The model's metadata in {meta_path} names no class.")
     with CustomObjectScope(custom_objects or {}):
-        model = model_from_config(
-            {"class_name": info["class_name"], "config": _plain(info["config"])},
-            custom_objects=custom_objects,
-        )
-        model.load_weights(prefix).expect_partial()
+        if not _from_config_possible(info, custom_objects):
+            model = _revive(path, info)
+        else:
+            model = _from_config(path, info, custom_objects)
         if not compile:
             return model
         training = info.get("training_config")
@@ -292,3 +501,107 @@ def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
             return model
         hdf5._compile_from(model, _plain(training), custom_objects)
     return model
+
+
+def _from_config_possible(info, custom_objects) -> bool:
+    """Whether the model can be rebuilt from its config: a config is saved, the model is
+    a network and its class is known (a registered or custom class); otherwise it is
+    revived from its traced call (TF builds a subclassed model given in custom_objects
+    from its config instead, and restores it by its object graph)."""
+    if not isinstance(info.get("config"), dict):
+        return False
+    if info.get("is_graph_network") is False:
+        # (a subclassed model's config cannot rebuild its weights' object graph: its
+        # variables are keyed "variables/<k>", which load_weights does not map)
+        return False
+    name = info["class_name"]
+    known = name in (custom_objects or {}) or name in get_custom_objects()
+    return known or name in layer_configs.LAYER_CLASSES
+
+
+def _from_config(path, info, custom_objects):
+    prefix = os.path.join(path, "variables", "variables")
+    if not os.path.exists(prefix + ".index"):
+        raise errors.NotFoundError(None, None, f"No checkpoint at {prefix} (variables/)")
+    model = model_from_config(
+        {"class_name": info["class_name"], "config": _plain(info["config"])},
+        custom_objects=custom_objects,
+    )
+    model.load_weights(prefix).expect_partial()
+    return model
+
+
+def _revive(path, info):
+    """A model without a usable config, revived as Keras does from the SavedModel's
+    objects: a subclassed model (named as the saved class) whose weights are the saved
+    variables and whose call runs the saved `__call__` function.
+
+    Raises:
+      ValueError: the SavedModel holds no traced call of the model.
+    """
+    prefix = os.path.join(path, "variables", "variables")
+    if not os.path.exists(prefix + ".index"):
+        raise errors.NotFoundError(None, None, f"No checkpoint at {prefix} (variables/)")
+    restored = object_loader.load_v2(path)
+    call = getattr(getattr(restored, "keras_api", None), LOSSES, None)
+    if call is None or not getattr(call, "concrete_functions", None):
+        raise ValueError(
+            f"The Keras SavedModel at {path!r} holds a {info['class_name']} without a "
+            "config (a subclassed model) and without its traced call functions; it "
+            "cannot be revived. Pass its class in custom_objects."
+        )
+    cls = type(info["class_name"], (_revived_model_class(),), {})
+    return cls(restored, call, info)
+
+
+def _saved_list(obj) -> list:
+    """The items of a restored trackable list (attributes "0", "1", ...)."""
+    if obj is None:
+        return []
+    if isinstance(obj, list):
+        return obj
+    items = {int(k): v for k, v in vars(obj).items() if k.isdigit()}
+    return [items[k] for k in sorted(items)]
+
+
+_REVIVED: list = []
+
+
+def _revived_model_class():
+    """RevivedModel, made on first use: a subclassed Model (training.py defines Model and
+    imports this module, so the class is looked up, not imported)."""
+    if _REVIVED:
+        return _REVIVED[0]
+    base = layer_configs.LAYER_CLASSES["Model"]
+
+    def __init__(self, restored, call, info):  # noqa: N807
+        base.__init__(self, name=info.get("name"))
+        self._restored = restored
+        self._restored_call = call
+        self._expects_training = "training" in call._arg_names
+        variables = _saved_list(getattr(restored, "variables", None))
+        self._trainable_weights = [v for v in variables if v.trainable]
+        self._non_trainable_weights = [v for v in variables if not v.trainable]
+        self.trainable = bool(info.get("trainable", True))
+        self.built = True
+
+    def call(self, inputs, training=None, mask=None):
+        del mask
+        if self._expects_training:
+            outputs, _ = self._restored_call(inputs, training=bool(training))
+        else:
+            outputs, _ = self._restored_call(inputs)
+        return outputs
+
+    def get_config(self):
+        raise NotImplementedError(
+            f"{type(self).__name__} was revived from a SavedModel's traced call; it has no config."
+        )
+
+    cls = type(
+        "RevivedModel", (base,),
+        {"__init__": __init__, "call": call, "get_config": get_config,
+         "__doc__": "A Keras model revived from its SavedModel's traced call."},
+    )  # fmt: skip
+    _REVIVED.append(cls)
+    return cls

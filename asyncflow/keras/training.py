@@ -189,6 +189,7 @@ class Model(Network):
                 # stateful `Mean`), not weighted by batch size as the total loss is.
                 for name, value in zip(names, output_losses, strict=False):
                     metric = metrics_mod.MeanMetricWrapper(_identity, name=name + "_loss")
+                    metric._loss_tracker = True  # (not the user's: not saved in keras_api)
                     self._metrics.append(metric)
                     self._metric_tensors.append(metric.update_batch_mean(value))
             for i, (out, name) in enumerate(zip(self.outputs, names, strict=True)):

@@ -63,6 +63,14 @@ class _UserObject:
     attributes."""
 
 
+class _CallableUserObject(_UserObject):
+    """A restored user object with a `__call__` child (a Keras model's traced call):
+    calling it calls that function, as TF's loader makes such objects callable."""
+
+    def __call__(self, *args, **kwargs):
+        return self.__dict__["__call__"](*args, **kwargs)
+
+
 class _RestoredAsset:
     """A restored `tf.saved_model.Asset`: `asset_path` is the file's path under the
     SavedModel's assets/ directory, a string constant in the default graph."""
@@ -266,6 +274,8 @@ class _Loader:
                     obj._signatures[child.local_name] = value
                 elif isinstance(obj, _UserObject):
                     setattr(obj, child.local_name, value)
+                    if child.local_name == "__call__" and type(obj) is _UserObject:
+                        obj.__class__ = _CallableUserObject
         for obj in self.nodes:
             if isinstance(obj, _RestoredResource):
                 obj._restore()

@@ -81,7 +81,7 @@ def _functions_of(obj, with_signature=False) -> list:
     """(attribute name, bound tf.function) of `obj`'s class and instance, by name; only
     those with an input_signature when `with_signature`."""
     names = {n for c in type(obj).__mro__ for n, v in vars(c).items() if isinstance(v, Function)}
-    names |= {n for n, v in vars(obj).items() if isinstance(v, Function)}
+    names |= {n for n, v in getattr(obj, "__dict__", {}).items() if isinstance(v, Function)}
     out = []
     for name in sorted(names):
         fn = getattr(obj, name)
@@ -230,11 +230,14 @@ class _Constant:
 
 
 class _Saver:
-    def __init__(self, root, signatures, children=None, identifier=None):
+    def __init__(self, root, signatures, children=None, identifier=None, slots=None):
         self.root = root
-        # (Keras' hooks: a SavedModel's extra children, its objects' identifiers)
+        # (Keras' hooks: a SavedModel's extra children, its objects' identifiers, an
+        # optimizer's slot variables)
         self._children_of = children or trackable.children_of
         self._identifier = identifier or (lambda obj: "_generic_user_object")
+        self._slots_of = slots or (lambda obj: [])
+        self.slot_refs: dict = {}  # node id -> [(original id, slot name, slot id)]
         self.objects: list = []  # (object, kind) by node id
         self.children: list = []  # node id -> [(local name, node id)]
         self.paths: list = []  # node id -> object path ("" for the root)
@@ -243,6 +246,7 @@ class _Saver:
         # (TF checks the signatures first)
         self.signatures = self._signatures(signatures)
         self._walk()
+        self._add_slots()
         self.assets = [o for o in self.objects if isinstance(o, Asset)]
         self._add_constants()
         self.library: list = []
@@ -282,6 +286,21 @@ class _Saver:
                 self.children[i].append((name, j))
                 if not seen:
                     queue.append(j)
+
+    def _add_slots(self) -> None:
+        """Nodes for the optimizers' slot variables of saved variables, after the walk's
+        (as TF numbers them), keyed "<variable>/.OPTIMIZER_SLOT/<optimizer>/<slot>"."""
+        for i in range(len(self.objects)):
+            for slot_name, var, slot in self._slots_of(self.objects[i]):
+                if id(var) not in self.ids or id(slot) in self.ids:
+                    continue
+                vid = self.ids[id(var)]
+                path = (
+                    f"{self.paths[vid]}/.OPTIMIZER_SLOT/{self.paths[i]}/"
+                    + trackable.escape_local_name(slot_name)
+                )
+                sid = self._add(slot, path)
+                self.slot_refs.setdefault(i, []).append((vid, slot_name, sid))
 
     def _signatures(self, signatures) -> dict:
         if signatures is None:
@@ -470,6 +489,12 @@ class _Saver:
             for name, j in self.children[i]:
                 node.children.add(node_id=j, local_name=name)
                 cnode.children.add(node_id=j, local_name=name)
+            for vid, slot_name, sid in self.slot_refs.get(i, ()):
+                for n in (node, cnode):
+                    n.slot_variables.add(
+                        original_variable_node_id=vid, slot_name=slot_name,
+                        slot_variable_node_id=sid,
+                    )  # fmt: skip
             if isinstance(obj, ResourceVariable):
                 var = node.variable
                 var.dtype = obj.dtype.base_dtype.as_datatype_enum
@@ -785,10 +810,12 @@ def save(obj, export_dir, signatures=None, options=None):
     save_object(obj, export_dir, signatures)
 
 
-def save_object(obj, export_dir, signatures=None, children=None, identifier=None) -> _Saver:
+def save_object(obj, export_dir, signatures=None, children=None, identifier=None,
+                slots=None) -> _Saver:  # fmt: skip
     """`save`, returning the saver (its `objects` and `paths` by node id).  `children`
-    (object -> [(name, child)]) stands for trackable.children_of and `identifier`
-    (object -> str) names the user objects, as Keras' SavedModel has them."""
+    (object -> [(name, child)]) stands for trackable.children_of, `identifier`
+    (object -> str) names the user objects and `slots` (object -> [(slot name, variable,
+    slot variable)]) gives an optimizer's slots, as Keras' SavedModel has them."""
     export_dir = os.fsdecode(export_dir)
     variables_dir = os.path.join(export_dir, "variables")
     prefix = os.path.join(variables_dir, "variables")
@@ -799,7 +826,7 @@ def save_object(obj, export_dir, signatures=None, children=None, identifier=None
             f'Unable to save checkpoint to "{prefix}" in graph mode without a default '
             "session. Please use `with tf.Session():` to create a session."
         )
-    saver = _Saver(obj, signatures, children, identifier)
+    saver = _Saver(obj, signatures, children, identifier, slots)
     object_graph, ckpt, built = saver.build()
     saved_model = SavedModel(saved_model_schema_version=1)
     mg = saved_model.meta_graphs.add()
