@@ -38,7 +38,8 @@ from asyncflow.ops import dataset_pipeline as pl
 
 __all__ = ["Worker"]
 
-_BUFFER = 8  # elements a task's producer keeps ready
+_BUFFER = 64  # elements a task's producer keeps ready
+_BATCH_BYTES = 4 << 20  # a `get` reply takes more ready elements up to about this size
 _TASK_WAIT_S = 2.0  # how long a `get` for a task not (yet) here waits for it
 _EOS = object()
 
@@ -51,6 +52,9 @@ class _Task:
         self.dataset = info["d"]
         self.mode = info["mode"]
         self.num_consumers = info["nc"]
+        self.compress = bool(info.get("z", 0))
+        self.worker_index = info.get("wi", -1)  # in the dispatcher's fixed worker list
+        self.num_workers = info.get("nw", 0)
         self.queue: asyncio.Queue = asyncio.Queue(_BUFFER)
         self.producer: asyncio.Task | None = None
         self.ended = False
@@ -105,10 +109,31 @@ class _Task:
         self.start()
         elem = await self.queue.get()
         if elem is _EOS:
-            self.ended = True
-            if self.error is not None:
-                raise self.error
+            try:  # (put back: another `get` waiting here ends too)
+                self.queue.put_nowait(_EOS)
+            except asyncio.QueueFull:
+                pass
+            if not self.ended:
+                self.ended = True
+                if self.error is not None:
+                    raise self.error
         return elem
+
+    def ready_elements(self, most: int, budget: int) -> list:
+        """Up to `most` elements already produced (no wait), about `budget` bytes at
+        most; the end of the stream stays for the next request."""
+        out = []
+        while len(out) < most and budget > 0 and not self.ended:
+            try:
+                elem = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if elem is _EOS:  # (the last item: put back for the next request, which
+                self.queue.put_nowait(_EOS)  # ends the stream or raises its error)
+                break
+            out.append(elem)
+            budget -= _nbytes(elem)
+        return out
 
     async def get(self, consumer: int, round_: int):
         if self.num_consumers <= 0:
@@ -381,13 +406,17 @@ class Worker:
         task_id = p.check_int(meta, "task", None, 0)
         consumer = p.check_int(meta, "c", -1)
         round_ = p.check_int(meta, "r", 0, 0)
+        most = p.check_int(meta, "n", 1, 1, p.MAX_BATCH)
         task = await self._task_by_id(task_id)
         if task is None:
             return {"gone": True}, None
         elem = await task.get(consumer, round_)
         if elem is _EOS:
             return {"eos": True}, None
-        return {}, list(elem)
+        elems = [elem]
+        if task.num_consumers <= 0 and most > 1:
+            elems += task.ready_elements(most - 1, _BATCH_BYTES - _nbytes(elem))
+        return p.pack(elems, task.compress)
 
     async def _task_by_id(self, task_id: int) -> _Task | None:
         """Task `task_id`, waiting a little for it: a consumer may learn of a task from
@@ -440,6 +469,16 @@ class Worker:
         if reply.get("end"):
             return None
         return p.check_int(reply, "i", None, 0, n - 1)
+
+
+def _nbytes(elem) -> int:
+    n = 0
+    for c in elem:
+        if isinstance(c, np.ndarray) and c.dtype.hasobject:
+            n += sum(len(x) if isinstance(x, bytes | str) else 8 for x in c.flat)
+        else:
+            n += getattr(c, "nbytes", 8)
+    return n
 
 
 def _refused(method):
