@@ -139,6 +139,7 @@ async def register(ctx, address, protocol) -> str:
             "out": ctx.op.inputs[0].name,
             "spec": ctx.attrs.get("element_spec", ""),
             "id": ctx.attrs.get("requested_dataset_id", ""),
+            "z": int(compression_of(ctx.attrs.get("metadata", b"")) in _SNAPPY),
         }
         reply, _ = await p.call(conn, "register", meta, [p.graph_tensor(graph)])
     finally:
@@ -168,6 +169,52 @@ def _only_for_one_shot(op, limit: int = 1 << 10) -> bool:
                 seen.add(c.name)
                 stack.append(c)
     return True
+
+
+_COMPRESSION_OFF, _COMPRESSION_SNAPPY = 1, 2  # TF's DataServiceMetadata.Compression
+_SNAPPY = (2, 3)  # SNAPPY, FORCED_SNAPPY (unset or OFF: elements travel as they are)
+
+
+def metadata(compression) -> bytes:
+    """TF's serialized DataServiceMetadata for RegisterDataset's `metadata` attr: its
+    compression field (2) only: SNAPPY for "AUTO", FORCED_SNAPPY for "SNAPPY", OFF
+    for None."""
+    if compression is None:
+        return bytes([0x10, _COMPRESSION_OFF])
+    return bytes([0x10, _COMPRESSION_SNAPPY if compression == "AUTO" else 3])
+
+
+def compression_of(raw) -> int:
+    """The compression field of a serialized DataServiceMetadata (0: unset)."""
+    raw = raw.encode("latin-1") if isinstance(raw, str) else bytes(raw or b"")
+    i, value = 0, 0
+    try:
+        while i < len(raw):
+            tag, i = _varint(raw, i)
+            kind = tag & 7
+            if kind == 0:
+                v, i = _varint(raw, i)
+                if tag >> 3 == 2:
+                    value = v
+            elif kind == 2:
+                n, i = _varint(raw, i)
+                i += n
+            else:
+                return value
+    except IndexError:
+        pass
+    return value
+
+
+def _varint(raw: bytes, i: int) -> tuple[int, int]:
+    v = shift = 0
+    while True:
+        b = raw[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        if b < 0x80 or shift > 63:
+            return v, i
+        shift += 7
 
 
 def _text(v) -> str:

@@ -81,12 +81,7 @@ class _Task:
             if self.mode == p.ShardingPolicy.DYNAMIC:
                 value = _with_splits(value, self)
             elif self.mode != p.ShardingPolicy.OFF:
-                # Static sharding needs the dispatcher's fixed worker list, which this
-                # dispatcher never has (worker_addresses is refused): TF's error then.
-                raise errors.NotFoundError(
-                    None, None, "Failed to shard dataset in tf.data service: Worker "
-                    f"{self.worker.address} is not in the workers list. Got workers list ."
-                )  # fmt: skip
+                value = self._static_shard(value)
             env = pl.Env(self.worker.session_for(self.dataset))
             stream = value.iterate(env)
             try:
@@ -101,6 +96,32 @@ class _Task:
         except Exception as e:  # noqa: BLE001 - reported to consumers as TF's UnknownError
             self.error = errors.UnknownError(None, None, f"{type(e).__name__}: {e}")
         await self.queue.put(_EOS)
+
+    def _static_shard(self, value: pl.DatasetValue) -> pl.DatasetValue:
+        """`value`'s shard for this worker (its index in the dispatcher's fixed worker
+        list): FILE shards the source's files, DATA the elements at the end of the
+        pipeline, FILE_OR_DATA files where the source has files, else elements; HINT
+        leaves the pipeline as it is (a SHARD_HINT shard is the user's to place)."""
+        if self.worker_index < 0:
+            raise errors.NotFoundError(
+                None, None, "Failed to shard dataset in tf.data service: Worker "
+                f"{self.worker.address} is not in the workers list. Got workers list ."
+            )  # fmt: skip
+        n, i = self.num_workers, self.worker_index
+        mode = self.mode
+        if mode == p.ShardingPolicy.HINT:
+            return value
+        if mode in (p.ShardingPolicy.FILE, p.ShardingPolicy.FILE_OR_DATA):
+            sharded = _shard_files(value, n, i)
+            if sharded is not None:
+                return sharded
+            if mode == p.ShardingPolicy.FILE:
+                raise errors.NotFoundError(
+                    None, None, "Failed to get element: Found an unshardable source "
+                    "dataset: FILE sharding needs a dataset reading files (such as "
+                    "TextLineDataset or TFRecordDataset) at the source of the pipeline"
+                )  # fmt: skip
+        return _EveryNth(value, n, i)
 
     async def next_element(self):
         """The stream's next element, or _EOS (for ever after the end); its error."""
@@ -285,6 +306,65 @@ def _with_splits(value: pl.DatasetValue, task: _Task, providers=None) -> pl.Data
     return _Splits(stage, task, next(providers))
 
 
+class _EveryNth(pl.DatasetValue):
+    """Elements i, i + n, i + 2n, ... of `input` (DATA sharding's shard i of n)."""
+
+    def __init__(self, input_value: pl.DatasetValue, n: int, i: int):
+        self.input, self.n, self.i = input_value, n, i
+
+    def cardinality(self) -> int:
+        c = self.input.cardinality()
+        return c if c < 0 else c // self.n + (1 if c % self.n > self.i else 0)
+
+    async def iterate(self, env):
+        source = self.input.iterate(env)
+        try:
+            k = 0
+            async for elem in source:
+                if k % self.n == self.i:
+                    yield elem
+                k += 1
+        finally:
+            await source.aclose()
+
+
+def _shard_files(value: pl.DatasetValue, n: int, i: int):
+    """`value` with the files of its file source cut to every n-th from i (FILE
+    sharding), or None where its chain of inputs ends in no file source."""
+    stage = _in_process(value)
+    if isinstance(stage, pl.Zip | pl.Concatenate):
+        return None
+    if _files(stage):
+        stage = copy.copy(stage)
+        stage.paths = stage.paths[i::n]
+        return stage
+    inner = getattr(stage, "input", None)
+    if not isinstance(inner, pl.DatasetValue):
+        return None
+    if _indexed(inner) and _is_file_names(inner):  # (file names sliced, then read)
+        stage = copy.copy(stage)
+        stage.input = _EveryNth(inner, n, i)
+        return stage
+    sharded = _shard_files(inner, n, i)
+    if sharded is None:
+        return None
+    stage = copy.copy(stage)
+    stage.input = sharded
+    return stage
+
+
+def _is_file_names(src) -> bool:
+    """Whether `src` is a list of file names read by the stage above it (the
+    `from_tensor_slices(paths).interleave(TextLineDataset)` form)."""
+    comps = getattr(src, "components", None)
+    return (
+        isinstance(src, pl.TensorSlices)
+        and isinstance(comps, list | tuple)
+        and len(comps) == 1
+        and np.asarray(comps[0]).dtype.hasobject
+    )
+
+
 def _retrieved(fut) -> None:
     if not fut.cancelled():
         fut.exception()  # (a split asked for ahead and not wanted: at most once)
@@ -384,6 +464,9 @@ class Worker:
         p.check_str(info, "d")
         p.check_int(info, "mode", None, 0, 5)
         p.check_int(info, "nc", None, 0, 1 << 20)
+        p.check_int(info, "z", 0, 0, 1)
+        p.check_int(info, "wi", -1, -1, 1 << 20)
+        p.check_int(info, "nw", 0, 0, 1 << 20)
         if info["task"] not in self.tasks:
             self.tasks[info["task"]] = _Task(self, info)
             self._task_added.set()
