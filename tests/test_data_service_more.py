@@ -240,3 +240,25 @@ def test_worker_lost_midway_parallel_epochs():
     counts = np.bincount(got, minlength=400)
     assert counts.min() >= 1 and counts.max() <= 2  # one whole pass, at most two
     assert 400 < len(got) < 800
+
+
+def test_dispatcher_lost_midway_fails_not_hangs():
+    """The dispatcher stopped mid-read: the consumer reads what its worker has and
+    then fails with UnavailableError (TF retries the dispatcher meanwhile), never hangs."""
+    d = svc.DispatchServer()
+    w = svc.WorkerServer(svc.WorkerConfig(dispatcher_address=d.target[7:]))
+    try:
+        with tf.Graph().as_default():
+            ds = tf.data.Dataset.range(10).repeat().apply(
+                svc.distribute("parallel_epochs", d.target, max_outstanding_requests=1)
+            )
+            nxt = tf.data.make_one_shot_iterator(ds).get_next()
+            with tf.Session() as sess:
+                assert int(sess.run(nxt)) == 0
+                d._stop()
+                with pytest.raises(errors.UnavailableError):
+                    for _ in range(100_000):
+                        sess.run(nxt)
+    finally:
+        w._stop()
+        d._stop()

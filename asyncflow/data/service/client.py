@@ -405,7 +405,10 @@ class _Fetch:
         try:
             async for elem in read.elements():
                 await self._put(elem)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # (`stop`, or the client loop closing under it:
+            with self.lock:  # a step still waiting must not wait for ever)
+                self.items.append(errors.CancelledError(None, None, "The read was stopped"))
+                self._wake()
             raise
         except errors.OpError as e:
             final = e
