@@ -249,8 +249,10 @@ def test_dispatcher_lost_midway_fails_not_hangs():
     w = svc.WorkerServer(svc.WorkerConfig(dispatcher_address=d.target[7:]))
     try:
         with tf.Graph().as_default():
-            ds = tf.data.Dataset.range(10).repeat().apply(
-                svc.distribute("parallel_epochs", d.target, max_outstanding_requests=1)
+            ds = (
+                tf.data.Dataset.range(10)
+                .repeat()
+                .apply(svc.distribute("parallel_epochs", d.target, max_outstanding_requests=1))
             )
             nxt = tf.data.make_one_shot_iterator(ds).get_next()
             with tf.Session() as sess:
@@ -262,3 +264,13 @@ def test_dispatcher_lost_midway_fails_not_hangs():
     finally:
         w._stop()
         d._stop()
+
+
+def test_shard_hint_outside_the_service_fails_as_tf():
+    """shard(SHARD_HINT, SHARD_HINT) is made (its graph can be registered) and refused
+    when iterated outside a HINT read, as TF 2.21 (FailedPreconditionError)."""
+    hint = tf.data.experimental.SHARD_HINT
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(4).shard(hint, hint)
+        with pytest.raises(errors.FailedPreconditionError, match="SHARD_HINT"):
+            _read_all(ds)

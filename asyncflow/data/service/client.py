@@ -520,7 +520,9 @@ class _Reader:
         return {"m": "get", "task": task, "c": self.read.consumer_index, "r": round_, "n": n}
 
     def _holding(self) -> set:
-        return {t for t, got in self.got.items() if got}
+        """Tasks with elements received, or ended with replies still to read."""
+        held = {t for t, got in self.got.items() if got}
+        return held | {t for t in self.ended if self.inflight.get(t)}
 
     def _connected(self, task: int) -> bool:
         conn = self.workers.get(self.tasks[task])
@@ -551,9 +553,8 @@ class _Reader:
             self.tasks.pop(task, None)
             self._drop(task)
             return None
-        if reply.get("eos"):
-            self.ended.add(task)
-            self._drop(task)
+        if reply.get("eos"):  # (its other requests in flight are still read: each
+            self.ended.add(task)  # brings elements or the end)
             return None
         return p.unpack(reply, payload)
 
@@ -572,7 +573,7 @@ class _Reader:
 
         Raises UnavailableError when all were lost."""
         while True:
-            if any(self.got.values()):
+            if self._holding():
                 return True
             live = any(t not in self.ended for t in self.tasks)
             now = asyncio.get_running_loop().time()
@@ -600,13 +601,14 @@ class _Reader:
                 depth, n = _flow(self.read.max_outstanding, len(live))
                 for task in live:  # (one element of each task in turn, as before batches)
                     got = self.got.setdefault(task, collections.deque())
+                    queue = self.inflight.setdefault(task, collections.deque())
                     if not got:
                         if task not in self.tasks or task in self.ended:
-                            continue
-                        queue = self.inflight.setdefault(task, collections.deque())
-                        # (one request while connecting: a task's requests go in order)
-                        while len(queue) < (depth if self._connected(task) else 1):
-                            queue.append(self._send(task, n))
+                            if not queue or task not in self.ended:
+                                continue
+                        else:  # (one request while connecting: they go out in order)
+                            while len(queue) < (depth if self._connected(task) else 1):
+                                queue.append(self._send(task, n))
                         got.extend(await self._take(task, queue.popleft()) or ())
                     if got:
                         yield got.popleft()

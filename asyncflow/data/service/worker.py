@@ -63,6 +63,7 @@ class _Task:
         self.taken: collections.Counter = collections.Counter()  # round -> consumers served
         self.next_round = 0
         self.round_lock = asyncio.Lock()
+        self.serving = asyncio.Lock()  # one uncoordinated `get` takes elements at a time
 
     def start(self) -> None:
         if self.producer is None:
@@ -70,7 +71,8 @@ class _Task:
 
     async def _produce(self) -> None:
         try:
-            value = await self.worker.dataset_value(self.dataset)
+            hint = (self.num_workers, self.worker_index) if self.worker_index >= 0 else None
+            value = await self.worker.dataset_value(self.dataset, hint)
             if self.num_consumers > 0 and value.cardinality() != -1:
                 raise errors.FailedPreconditionError(
                     None, None, "Round robin reads require that the input dataset has "
@@ -101,7 +103,8 @@ class _Task:
         """`value`'s shard for this worker (its index in the dispatcher's fixed worker
         list): FILE shards the source's files, DATA the elements at the end of the
         pipeline, FILE_OR_DATA files where the source has files, else elements; HINT
-        leaves the pipeline as it is (a SHARD_HINT shard is the user's to place)."""
+        leaves the pipeline as it is but for its `shard(SHARD_HINT, SHARD_HINT)`s,
+        which became shard(workers, index) when the graph was loaded."""
         if self.worker_index < 0:
             raise errors.NotFoundError(
                 None, None, "Failed to shard dataset in tf.data service: Worker "
@@ -493,12 +496,16 @@ class Worker:
         task = await self._task_by_id(task_id)
         if task is None:
             return {"gone": True}, None
-        elem = await task.get(consumer, round_)
-        if elem is _EOS:
-            return {"eos": True}, None
-        elems = [elem]
-        if task.num_consumers <= 0 and most > 1:
-            elems += task.ready_elements(most - 1, _BATCH_BYTES - _nbytes(elem))
+        if task.num_consumers > 0:
+            elem = await task.get(consumer, round_)
+            return ({"eos": True}, None) if elem is _EOS else p.pack([elem], task.compress)
+        async with task.serving:  # (in arrival order: a newer `get` takes no element
+            elem = await task.next_element()  # an older one was woken for)
+            if elem is _EOS:
+                return {"eos": True}, None
+            elems = [elem]
+            if most > 1:
+                elems += task.ready_elements(most - 1, _BATCH_BYTES - _nbytes(elem))
         return p.pack(elems, task.compress)
 
     async def _task_by_id(self, task_id: int) -> _Task | None:
@@ -519,13 +526,14 @@ class Worker:
         return self.tasks[task_id]
 
     # -- datasets
-    async def dataset_value(self, dataset: str) -> pl.DatasetValue:
-        """A fresh value of dataset `dataset` (its graph fetched and imported once)."""
+    async def dataset_value(self, dataset: str, hint=None) -> pl.DatasetValue:
+        """A fresh value of dataset `dataset` (its graph fetched and imported once;
+        `hint`: (workers, this worker's index) for its SHARD_HINT shards)."""
         entry = self.graphs.get(dataset)
         if entry is None:
             fut = self._loading.get(dataset)
             if fut is None:
-                fut = self._loading[dataset] = asyncio.ensure_future(self._load(dataset))
+                fut = self._loading[dataset] = asyncio.ensure_future(self._load(dataset, hint))
             entry = await asyncio.shield(fut)
         _, session, tensor = entry
         value = await session.arun(tensor)
@@ -534,11 +542,13 @@ class Worker:
     def session_for(self, dataset: str):
         return self.graphs[dataset][1]
 
-    async def _load(self, dataset: str):
+    async def _load(self, dataset: str, hint=None):
         import asyncflow as af  # (the whole API: the graph may use any op)
 
         reply, payload = await p.call(self.dispatcher, "dataset", {"d": dataset})
         graph = p.read_graph(reply, payload)
+        if hint is not None:
+            graph = _fill_shard_hints(graph, *hint)
         g = af.Graph()
         with g.as_default():
             af.import_graph_def(graph, name="")
@@ -552,6 +562,38 @@ class Worker:
         if reply.get("end"):
             return None
         return p.check_int(reply, "i", None, 0, n - 1)
+
+
+def _fill_shard_hints(graph: bytes, n: int, i: int):
+    """`graph` (GraphDef bytes) with each `shard(SHARD_HINT, SHARD_HINT)` made
+    `shard(n, i)`: HINT sharding's shard of this worker (index i of n in the fixed
+    worker list); the graph as it is (bytes) when it has none."""
+    from asyncflow.protos import graph_pb2
+
+    g = graph_pb2.GraphDef.FromString(graph)
+    consts = {node.name: node for node in g.node if node.op == "Const"}
+
+    def is_hint(name: str) -> bool:
+        node = consts.get(name.split(":")[0])
+        if node is None:
+            return False
+        t = node.attr["value"].tensor
+        return list(t.int64_val) == [-1] and not t.tensor_shape.dim
+
+    changed = False
+    for node in list(g.node):
+        if node.op != "ShardDataset" or len(node.input) < 3:
+            continue
+        if not (is_hint(node.input[1]) and is_hint(node.input[2])):
+            continue
+        for k, value in ((1, n), (2, i)):
+            const = g.node.add()
+            const.CopyFrom(consts[node.input[k].split(":")[0]])
+            const.name = f"{node.name}/shard_hint_{k}"
+            const.attr["value"].tensor.int64_val[:] = [value]
+            node.input[k] = const.name
+        changed = True
+    return g.SerializeToString() if changed else graph
 
 
 def _nbytes(elem) -> int:
