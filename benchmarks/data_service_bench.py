@@ -53,8 +53,13 @@ def main() -> None:
     args = ap.parse_args()
     b = Backend(args.backend)
     svc = b.tf.data.experimental.service
-    d = svc.DispatchServer()
-    w = svc.WorkerServer(svc.WorkerConfig(dispatcher_address=d.target.split("://")[1]))
+    servers = svc
+    if args.backend == "tf":  # (tf.compat.v1 has no servers: TF 2's are the same ones)
+        import tensorflow
+
+        servers = tensorflow.data.experimental.service
+    d = servers.DispatchServer()
+    w = servers.WorkerServer(servers.WorkerConfig(dispatcher_address=d.target.split("://")[1]))
     out = {"backend": args.backend, "version": b.version, "n": args.n}
     try:
         for case in ("scalar", "vec1k"):
