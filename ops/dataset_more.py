@@ -52,8 +52,15 @@ async def _closing(stream):
 # -- stages ----------------------------------------------------------------------------------
 
 
+_SHARD_HINT = -1  # tf.data.experimental.SHARD_HINT: the tf.data service fills it in
+
+
 class Shard(pl.DatasetValue):
     def __init__(self, input_value, num_shards: int, index: int):
+        self.hint = num_shards == index == _SHARD_HINT
+        if self.hint:  # (TF's: made, and refused only when iterated)
+            self.input, self.n, self.index = input_value, 1, 0
+            return
         if num_shards <= 0:
             raise _bad(
                 "Number of shards must be greater than zero "
@@ -66,6 +73,13 @@ class Shard(pl.DatasetValue):
         self.input, self.n, self.index = input_value, num_shards, index
 
     async def iterate(self, env):
+        if self.hint:
+            raise errors.FailedPreconditionError(
+                None, None, "`tf.data.Dataset.shard(SHARD_HINT, ...)` can only be used in "
+                "`tf.distribute.Strategy.experimental_distribute_dataset()` with "
+                "`tf.data.experimental.AutoShardPolicy.HINT` policy, or tf.data service "
+                "with `tf.data.experimental.service.ShardingPolicy.HINT` processing mode."
+            )  # fmt: skip
         i = 0
         async for elem in _closing(self.input.iterate(env)):
             if i % self.n == self.index:

@@ -6,8 +6,10 @@ They add TF's ops (RegisterDatasetV2, DummyIterationCounter, DataServiceDatasetV
 a graph built here reads as TF's: the dataset is registered when the session first
 runs the register op, and each pass over the distributed dataset is one read of a job.
 
-Differences from TF: `compression` is checked and then has no effect (elements travel
-uncompressed, as raw arrays); `data_transfer_protocol` and `target_workers` are
+`compression="AUTO"` (or "SNAPPY") has the workers send elements snappy-compressed
+(imagecodecs' snappy), None raw, as TF's.
+
+Differences from TF: `data_transfer_protocol` and `target_workers` are
 accepted and every worker is read over the wire; a `cross_trainer_cache` is refused
 (UnimplementedError).
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 from asyncflow import dtypes, nest
 from asyncflow import graph as ops
 from asyncflow.data.dataset import Dataset
-from asyncflow.data.service.client import mode_def
+from asyncflow.data.service.client import metadata, mode_def
 from asyncflow.data.service.protocol import ShardingPolicy
 from asyncflow.data.structure import _component_attrs, _Spec
 from asyncflow.errors import UnimplementedError
@@ -97,7 +99,11 @@ def register_dataset(service, dataset, compression="AUTO", dataset_id=None):
                 ops.convert_to_tensor(address, dtypes.string, name="RegisterDatasetV2/address"),
                 ops.convert_to_tensor(protocol, dtypes.string, name="RegisterDatasetV2/protocol"),
             ],
-            {"external_state_policy": 2, "requested_dataset_id": dataset_id or ""},
+            {
+                "external_state_policy": 2,
+                "requested_dataset_id": dataset_id or "",
+                "metadata": metadata(compression),
+            },
             name="RegisterDatasetV2",
         ).outputs[0]
 

@@ -12,6 +12,13 @@ for a lost worker); the pass fails with UnavailableError only when every task of
 job was lost.  With `num_consumers`, round r is read from the job's task r mod (number
 of tasks), each consumer taking its own element of the round.
 
+A pass's network reading runs on the process's client loop (`_io_loop`, a thread of
+its own, as TF's client threads), which keeps `_DEPTH` requests of up to `_BATCH`
+elements in flight to each task and fills a bounded buffer (`_Fetch`) the session's
+step takes from: a step finds its element ready without a thread hop.  A register op
+whose dataset feeds one OneShotIterator registers once per session (TF builds that
+dataset once, in the iterator's `dataset_factory`), not at each step.
+
 Invariants: a pass holds its connections only while it runs (closed and the job
 released in its `finally`); it never waits on the network without a bound other than
 a worker producing an element (the wire's keep-alive bounds a silent peer).
@@ -21,11 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import threading
 
 from asyncflow import errors, graph_io
 from asyncflow.data.service import protocol as p
 from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import split_address
+from asyncflow.distributed.server import new_loop
 from asyncflow.ops import dataset_pipeline as pl
 
 __all__ = ["ServiceRead", "dataset", "dataset_graph", "parse_address", "register"]
@@ -33,7 +42,9 @@ __all__ = ["ServiceRead", "dataset", "dataset_graph", "parse_address", "register
 _CONNECT_S = 10.0
 _NO_TASKS_POLL_S = 0.05  # while a job has no worker yet
 _REFRESH_S = 0.5  # how often a pass asks the dispatcher for the job's tasks
-_DEPTH = 8  # requests in flight to each task when max_outstanding_requests is AUTOTUNE
+_DEPTH = 2  # requests in flight to each task when max_outstanding_requests is AUTOTUNE
+_BATCH = 64  # elements asked for in each of them (a worker sends those it has ready)
+_BUFFER = 256  # elements a pass keeps fetched ahead of its consumer (AUTOTUNE)
 
 
 def parse_address(address: str, protocol: str = "") -> tuple[str, int]:
@@ -118,17 +129,92 @@ async def register(ctx, address, protocol) -> str:
     graph = st.get("graph")
     if graph is None:
         graph = st["graph"] = dataset_graph(ctx.op.inputs[0])
+        st["once"] = _only_for_one_shot(ctx.op)
+    key = (_text(address), _text(protocol))
+    if st["once"] and st.get("key") == key:
+        return st["id"]
     conn = await _connect(_text(address), _secret(), _text(protocol))
     try:
         meta = {
             "out": ctx.op.inputs[0].name,
             "spec": ctx.attrs.get("element_spec", ""),
             "id": ctx.attrs.get("requested_dataset_id", ""),
+            "z": int(compression_of(ctx.attrs.get("metadata", b"")) in _SNAPPY),
         }
         reply, _ = await p.call(conn, "register", meta, [p.graph_tensor(graph)])
     finally:
         conn.abort(errors.CancelledError(None, None, "done"))
-    return p.check_str(reply, "id")
+    st["id"], st["key"] = p.check_str(reply, "id"), key
+    return st["id"]
+
+
+def _only_for_one_shot(op, limit: int = 1 << 10) -> bool:
+    """Whether every use of `op`'s result ends in one OneShotIterator: TF builds that
+    iterator's dataset once (in its `dataset_factory` function), so the register op
+    runs once per session, where here the iterator's input is evaluated each step.
+    (Several iterators would each register anew in TF: not cached then.)"""
+    stack, seen, iterators = [op], set(), set()
+    while stack:
+        o = stack.pop()
+        if o.type == "OneShotIterator":
+            iterators.add(o.name)
+            if len(iterators) > 1:
+                return False
+            continue
+        uses = [c for t in o.outputs for c in t.consumers()]
+        if not uses or len(seen) > limit:
+            return False  # (fetched, or a graph too tangled to tell)
+        for c in uses:
+            if c.name not in seen:
+                seen.add(c.name)
+                stack.append(c)
+    return True
+
+
+_COMPRESSION_OFF, _COMPRESSION_SNAPPY = 1, 2  # TF's DataServiceMetadata.Compression
+_SNAPPY = (2, 3)  # SNAPPY, FORCED_SNAPPY (unset or OFF: elements travel as they are)
+
+
+def metadata(compression) -> bytes:
+    """TF's serialized DataServiceMetadata for RegisterDataset's `metadata` attr: its
+    compression field (2) only: SNAPPY for "AUTO", FORCED_SNAPPY for "SNAPPY", OFF
+    for None."""
+    if compression is None:
+        return bytes([0x10, _COMPRESSION_OFF])
+    return bytes([0x10, _COMPRESSION_SNAPPY if compression == "AUTO" else 3])
+
+
+def compression_of(raw) -> int:
+    """The compression field of a serialized DataServiceMetadata (0: unset)."""
+    raw = raw.encode("latin-1") if isinstance(raw, str) else bytes(raw or b"")
+    i, value = 0, 0
+    try:
+        while i < len(raw):
+            tag, i = _varint(raw, i)
+            kind = tag & 7
+            if kind == 0:
+                v, i = _varint(raw, i)
+                if tag >> 3 == 2:
+                    value = v
+            elif kind == 2:
+                n, i = _varint(raw, i)
+                i += n
+            else:
+                return value
+    except IndexError:
+        pass
+    return value
+
+
+def _varint(raw: bytes, i: int) -> tuple[int, int]:
+    v = shift = 0
+    while True:
+        b = raw[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        if b < 0x80 or shift > 63:
+            return v, i
+        shift += 7
 
 
 def _text(v) -> str:
@@ -217,6 +303,18 @@ class ServiceRead(pl.DatasetValue):
         self.max_outstanding = max_outstanding
 
     async def iterate(self, env):
+        fetch = _Fetch(self)
+        try:
+            while True:
+                elem = await fetch.next()
+                if elem is _END:
+                    return
+                yield elem
+        finally:
+            fetch.stop()
+
+    async def elements(self):
+        """The pass's elements, read on the client's loop (`_io_loop`)."""
         secret = _secret()
         dispatcher = await _connect(self.address, secret, self.protocol)
         workers: dict[str, wire.Connection] = {}
@@ -248,6 +346,124 @@ class ServiceRead(pl.DatasetValue):
                     conn.abort(done)
 
 
+_END = object()
+
+
+class _Fetch:
+    """One pass's elements, fetched on the client's own loop into a bounded buffer
+    that the consumer's step takes from (TF's client: its requests in flight and its
+    buffer are filled by threads of its own).
+
+    A step finds an element ready without suspending, so reading costs no thread hop
+    while the buffer keeps up; an empty buffer costs one wake-up of the step's loop,
+    a full one one wake-up of the fetching loop when half of it was taken.
+
+    Invariant: `items` holds elements, then at most one final item (`_END` or the
+    pass's error), which stays there for every later `next`; `lock` guards `items`,
+    `waiter` and `wants_room`.
+    """
+
+    def __init__(self, read: ServiceRead):
+        self.lock = threading.Lock()
+        self.items: collections.deque = collections.deque()
+        self.cap = _BUFFER if read.max_outstanding <= 0 else max(1, read.max_outstanding)
+        self.waiter: tuple | None = None  # the consumer's (loop, future) while it waits
+        self.wants_room = False
+        self.io = _io_loop()
+        self.room = None  # an asyncio.Event of the fetching loop
+        self.future = asyncio.run_coroutine_threadsafe(self._run(read), self.io)
+
+    # -- the consumer's side (its step's loop)
+    async def next(self):
+        """The next element, or _END; the pass's error."""
+        while True:
+            with self.lock:
+                if self.items:
+                    item = self.items[0]
+                    if item is _END or isinstance(item, BaseException):
+                        break
+                    self.items.popleft()
+                    if self.wants_room and len(self.items) <= self.cap // 2:
+                        self.wants_room = False
+                        self.io.call_soon_threadsafe(self.room.set)
+                    return item
+                fut = asyncio.get_running_loop().create_future()
+                self.waiter = (fut.get_loop(), fut)
+            await fut
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def stop(self) -> None:
+        """End the fetching (the job is released there; nothing waits here)."""
+        self.future.cancel()
+
+    # -- the fetching side (the client's loop)
+    async def _run(self, read: ServiceRead) -> None:
+        self.room = asyncio.Event()
+        final = _END
+        try:
+            async for elem in read.elements():
+                await self._put(elem)
+        except asyncio.CancelledError:  # (`stop`, or the client loop closing under it:
+            with self.lock:  # a step still waiting must not wait for ever)
+                self.items.append(errors.CancelledError(None, None, "The read was stopped"))
+                self._wake()
+            raise
+        except errors.OpError as e:
+            final = e
+        except Exception as e:  # noqa: BLE001 - the consumer's error, as TF's UnknownError
+            final = errors.UnknownError(None, None, f"{type(e).__name__}: {e}")
+        with self.lock:
+            self.items.append(final)
+            self._wake()
+
+    async def _put(self, elem) -> None:
+        while True:
+            with self.lock:
+                if len(self.items) < self.cap:
+                    self.items.append(elem)
+                    self._wake()
+                    return
+                self.room.clear()
+                self.wants_room = True
+            await self.room.wait()
+
+    def _wake(self) -> None:  # (with the lock held)
+        if self.waiter is not None:
+            loop, fut = self.waiter
+            self.waiter = None
+            loop.call_soon_threadsafe(_resolve, fut)
+
+
+def _resolve(fut) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+_IO: list = []
+_IO_LOCK = threading.Lock()
+
+
+def _io_loop() -> asyncio.AbstractEventLoop:
+    """The process's loop for consumers' reads, on a daemon thread of its own
+    (started on first use)."""
+    with _IO_LOCK:
+        if not _IO:
+            loop = new_loop()
+            ready = threading.Event()
+
+            def serve():
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=serve, name="asyncflow-data-service", daemon=True).start()
+            ready.wait()
+            _IO.append(loop)
+        return _IO[0]
+
+
 class _Reader:
     """One pass's bookkeeping: the job's tasks, which ended, which were lost, and the
     requests in flight to each (up to `depth` a task, answered in the order sent)."""
@@ -263,7 +479,8 @@ class _Reader:
         self.lost: set[int] = set()
         self.had_tasks = False
         self.refreshed = -1.0
-        self.inflight: dict[int, collections.deque] = {}
+        self.inflight: dict[int, collections.deque] = {}  # task -> its requests' futures
+        self.got: dict[int, collections.deque] = {}  # task -> elements received, not given
 
     async def refresh(self) -> None:
         reply, _ = await p.call(self.dispatcher, "tasks", {"job": self.job})
@@ -295,13 +512,37 @@ class _Reader:
                     self.workers.pop(address, None)
         return conn
 
-    async def _request(self, task: int, round_: int):
+    async def _request(self, task: int, round_: int, n: int = 1):
         conn = await self._worker(self.tasks[task])
-        meta = {"task": task, "c": self.read.consumer_index, "r": round_}
-        return await p.call(conn, "get", meta)
+        return await conn.call(wire.RUN, self._get_meta(task, round_, n))
+
+    def _get_meta(self, task: int, round_: int, n: int) -> dict:
+        return {"m": "get", "task": task, "c": self.read.consumer_index, "r": round_, "n": n}
+
+    def _holding(self) -> set:
+        """Tasks with elements received, or ended with replies still to read."""
+        held = {t for t, got in self.got.items() if got}
+        return held | {t for t in self.ended if self.inflight.get(t)}
+
+    def _connected(self, task: int) -> bool:
+        conn = self.workers.get(self.tasks[task])
+        return isinstance(conn, wire.Connection) and conn.closed is None
+
+    def _send(self, task: int, n: int):
+        """A future of the reply to a `get` of up to `n` elements of `task` (sent now
+        on a connected worker: no Task per request)."""
+        conn = self.workers.get(self.tasks[task])
+        if isinstance(conn, wire.Connection) and conn.closed is None:
+            try:
+                return conn.call(wire.RUN, self._get_meta(task, 0, n))
+            except errors.OpError as e:
+                fut = asyncio.get_running_loop().create_future()
+                fut.set_exception(e)
+                return fut
+        return asyncio.ensure_future(self._request(task, 0, n))
 
     async def _take(self, task: int, request):
-        """The element `request` (a future of the reply) brings (None: the task ended
+        """The elements `request` (a future of the reply) brings (None: the task ended
         or was lost, which is noted)."""
         try:
             reply, payload = await request
@@ -312,12 +553,10 @@ class _Reader:
             self.tasks.pop(task, None)
             self._drop(task)
             return None
-        if reply.get("eos"):
-            self.ended.add(task)
-            self._drop(task)
+        if reply.get("eos"):  # (its other requests in flight are still read: each
+            self.ended.add(task)  # brings elements or the end)
             return None
-        descs = reply.get("t")
-        return tuple(wire.decode_tensors(descs if isinstance(descs, list) else [], payload))
+        return p.unpack(reply, payload)
 
     def _drop(self, task: int) -> None:
         for fut in self.inflight.pop(task, ()):
@@ -334,6 +573,8 @@ class _Reader:
 
         Raises UnavailableError when all were lost."""
         while True:
+            if self._holding():
+                return True
             live = any(t not in self.ended for t in self.tasks)
             now = asyncio.get_running_loop().time()
             if live and now - self.refreshed < _REFRESH_S:
@@ -356,18 +597,21 @@ class _Reader:
                     yield elem
                 return
             while await self._open():
-                live = sorted(t for t in self.tasks if t not in self.ended)
-                outstanding = self.read.max_outstanding
-                depth = _DEPTH if outstanding <= 0 else max(1, -(-outstanding // len(live)))
-                for task in live:
-                    if task not in self.tasks or task in self.ended:
-                        continue
+                live = sorted({t for t in self.tasks if t not in self.ended} | self._holding())
+                depth, n = _flow(self.read.max_outstanding, len(live))
+                for task in live:  # (one element of each task in turn, as before batches)
+                    got = self.got.setdefault(task, collections.deque())
                     queue = self.inflight.setdefault(task, collections.deque())
-                    while len(queue) < depth:
-                        queue.append(asyncio.ensure_future(self._request(task, 0)))
-                    elem = await self._take(task, queue.popleft())
-                    if elem is not None:
-                        yield elem
+                    if not got:
+                        if task not in self.tasks or task in self.ended:
+                            if not queue or task not in self.ended:
+                                continue
+                        else:  # (one request while connecting: they go out in order)
+                            while len(queue) < (depth if self._connected(task) else 1):
+                                queue.append(self._send(task, n))
+                        got.extend(await self._take(task, queue.popleft()) or ())
+                    if got:
+                        yield got.popleft()
         finally:
             self.close()
 
@@ -376,13 +620,24 @@ class _Reader:
         while await self._open():
             live = sorted(t for t in self.tasks if t not in self.ended)
             task = live[round_ % len(live)]
-            elem = await self._take(task, self._request(task, round_ // len(live)))
-            if elem is None:
+            elems = await self._take(task, self._request(task, round_ // len(live)))
+            if elems is None:
                 if task in self.ended:  # the round could not be filled: the end
                     return
                 continue  # (lost: the round is read from another task)
             round_ += 1
-            yield elem
+            yield elems[0]
+
+
+def _flow(max_outstanding: int, tasks: int) -> tuple[int, int]:
+    """(requests in flight to each task, elements asked for in each): AUTOTUNE (or
+    any value <= 0) keeps `_DEPTH` requests of `_BATCH` elements a task; a set
+    `max_outstanding_requests` bounds the elements asked for across all tasks."""
+    if max_outstanding <= 0:
+        return _DEPTH, _BATCH
+    share = max(1, -(-max_outstanding // tasks))
+    depth = min(_DEPTH, share)
+    return depth, max(1, share // depth)
 
 
 def _quiet(fut) -> None:

@@ -27,7 +27,17 @@ __all__ = ["Dispatcher"]
 
 
 class _Job:
-    __slots__ = ("id", "dataset", "mode", "name", "num_consumers", "tasks", "splits", "clients")
+    __slots__ = (
+        "id",
+        "dataset",
+        "mode",
+        "name",
+        "num_consumers",
+        "tasks",
+        "splits",
+        "clients",
+        "compressed",
+    )
 
     def __init__(self, job_id, dataset, mode, name, num_consumers):
         self.id = job_id
@@ -38,24 +48,32 @@ class _Job:
         self.tasks: dict[int, str] = {}  # task id -> worker address
         self.splits: dict[tuple, int] = {}  # (repetition, source) -> next split to hand out
         self.clients = 0
+        self.compressed = 0  # (1: its elements travel compressed)
 
-    def task_dict(self, task: int) -> dict:
+    def task_dict(self, task: int, worker: tuple[int, int] = (-1, 0)) -> dict:
+        """The task's message to its worker; `worker`: the worker's index in the
+        fixed worker list and the list's length ((-1, 0) without one)."""
         return {
+            "wi": worker[0],
+            "nw": worker[1],
             "task": task,
             "job": self.id,
             "d": self.dataset,
             "mode": self.mode,
             "nc": self.num_consumers,
+            "z": self.compressed,
         }
 
 
 class Dispatcher:
     """A dispatcher on the running loop (`await start(host, port)`, `close()`)."""
 
-    def __init__(self, secret: bytes, tls=None):
+    def __init__(self, secret: bytes, tls=None, worker_addresses=()):
         self.secret = secret
         self.tls = tls
+        self.worker_addresses = list(worker_addresses)  # static sharding's fixed list
         self.datasets: dict[str, tuple] = {}  # id -> (graph, dataset tensor, element spec)
+        self.compressed: set[str] = set()  # ids of datasets whose elements travel compressed
         self._dataset_ids = itertools.count(1000)
         self.workers: dict[str, wire.Connection] = {}  # address -> its connection
         self.jobs: dict[int, _Job] = {}
@@ -117,7 +135,10 @@ class Dispatcher:
     def _register(self, meta, payload):
         graph = p.read_graph(meta, payload)
         out, spec = p.check_str(meta, "out"), p.check_str(meta, "spec", "")
-        return {"id": self.register(graph, out, spec, p.check_str(meta, "id", ""))}, None
+        d = self.register(graph, out, spec, p.check_str(meta, "id", ""))
+        if p.check_int(meta, "z", 0, 0, 1):
+            self.compressed.add(d)
+        return {"id": d}, None
 
     def _job(self, meta):
         job = self.get_or_create_job(
@@ -206,13 +227,14 @@ class Dispatcher:
                     )  # fmt: skip
                 return job
         job = _Job(next(self._job_ids), dataset, mode, name, num_consumers)
+        job.compressed = int(dataset in self.compressed)
         self.jobs[job.id] = job
         if name:
             self.named[(dataset, name)] = job.id
         for address, conn in self.workers.items():
             task = next(self._task_ids)
             job.tasks[task] = address
-            self._tell(conn, "task", job.task_dict(task))
+            self._tell(conn, "task", job.task_dict(task, self.index_of(address)))
         return job
 
     def add_worker(self, address: str, conn: wire.Connection) -> list[dict]:
@@ -227,8 +249,13 @@ class Dispatcher:
         for job in self.jobs.values():
             task = next(self._task_ids)
             job.tasks[task] = address
-            tasks.append(job.task_dict(task))
+            tasks.append(job.task_dict(task, self.index_of(address)))
         return tasks
+
+    def index_of(self, address: str) -> tuple[int, int]:
+        """(`address`'s index in the fixed worker list or -1, the list's length)."""
+        listed = self.worker_addresses
+        return (listed.index(address) if address in listed else -1), len(listed)
 
     def remove_worker(self, address: str) -> None:
         self.workers.pop(address, None)

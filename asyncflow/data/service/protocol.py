@@ -17,10 +17,16 @@ Methods (requester -> answerer: meta in -> meta out):
                         split     {job, rep, n, src}        -> {i} or {end: true}
   dispatcher -> worker  task      {task dict}               -> {}
                         drop      {task}                    -> {}
-  client -> worker      get       {task, c, r}              -> element tensors, {eos}
-                                                               or {gone}: no such task
+  client -> worker      get       {task, c, r, n}           -> {n} + up to n elements,
+                                                               {eos}, or {gone}: no such task
 
-A task dict: {task, job, d, mode, nc}: one worker's share of one job.
+A task dict: {task, job, d, mode, nc, z, wi, nw}: one worker's share of one job (z: its
+elements are compressed; wi, nw: this worker's index in the dispatcher's fixed worker
+list and the list's length, for static sharding; -1, 0 without one).
+
+A `get` reply carries `n` elements' components one after another (`pack`); compressed,
+they travel as one snappy block of their wire encoding, whose size and descriptors are
+in meta and checked before it is decompressed (`unpack`).
 
 No pickle: a dataset travels as its GraphDef (TF's form, FunctionDefs included), an
 element as its component arrays.
@@ -35,11 +41,21 @@ import numpy as np
 from asyncflow import errors
 from asyncflow.distributed import wire
 
-__all__ = ["ShardingPolicy", "call", "check_int", "check_str", "graph_tensor", "read_graph"]
+__all__ = [
+    "ShardingPolicy",
+    "call",
+    "check_int",
+    "check_str",
+    "graph_tensor",
+    "pack",
+    "read_graph",
+    "unpack",
+]
 
 MAX_GRAPH_BYTES = 64 << 20  # a registered dataset's GraphDef
 MAX_NAME = 1 << 10  # job names, dataset ids, addresses
 MAX_SPLITS = 1 << 40
+MAX_BATCH = 1 << 10  # elements in one `get` reply
 
 
 class ShardingPolicy(enum.IntEnum):
@@ -102,6 +118,46 @@ def read_graph(meta: dict, payload) -> bytes:
     if arr.size > MAX_GRAPH_BYTES:
         raise bad("graph too large")
     return arr.tobytes()
+
+
+def pack(elements: list, compress: bool) -> tuple[dict, list]:
+    """(meta, tensors) of a `get` reply carrying `elements` (tuples of arrays)."""
+    flat = [c for elem in elements for c in elem]
+    if not compress:
+        return {"n": len(elements)}, flat
+    import imagecodecs  # (a declared dependency; its import is slow, so only here)
+
+    descs, bufs, size = wire.encode_tensors(flat)
+    block = imagecodecs.snappy_encode(b"".join(bufs))
+    return {"n": len(elements), "z": descs, "zn": size}, [np.frombuffer(block, np.uint8)]
+
+
+def unpack(meta: dict, payload) -> list[tuple]:
+    """The elements of a `get` reply (see `pack`).
+
+    Raises InvalidArgumentError for a reply whose sizes or descriptors do not agree
+    (a compressed block is decompressed only into the size meta states, at most the
+    wire's payload limit)."""
+    n = check_int(meta, "n", 1, 1, MAX_BATCH)
+    descs = meta.get("t") if isinstance(meta.get("t"), list) else []
+    flat = wire.decode_tensors(descs, payload)
+    if "z" in meta:
+        size = check_int(meta, "zn", None, 0, wire.MAX_PAYLOAD)
+        if len(flat) != 1 or not isinstance(flat[0], np.ndarray) or flat[0].dtype != np.uint8:
+            raise bad("compressed element")
+        import imagecodecs
+
+        try:
+            raw = imagecodecs.snappy_decode(flat[0], out=bytearray(size)) if size else b""
+        except imagecodecs.SnappyError as e:
+            raise bad(f"compressed element ({e})") from None
+        if len(raw) != size:
+            raise bad("compressed element size")
+        flat = wire.decode_tensors(meta["z"], memoryview(raw))
+    if len(flat) % n:
+        raise bad("element count")
+    k = len(flat) // n
+    return [tuple(flat[i * k : (i + 1) * k]) for i in range(n)]
 
 
 async def call(conn: wire.Connection, method: str, meta=None, tensors=None):

@@ -8,8 +8,10 @@ secret (`wire.cluster_secret()`): a peer without it is refused before anything i
 is read.
 
 Not supported (TF's fault tolerance): `work_dir` and `fault_tolerant_mode=True` (the
-dispatcher keeps its state in memory only), and `worker_addresses` (any worker may
-join).  They raise UnimplementedError rather than being ignored.
+dispatcher keeps its state in memory only).  They raise UnimplementedError rather than
+being ignored.  `worker_addresses` is the fixed worker list static sharding (FILE,
+DATA, FILE_OR_DATA, HINT) needs: worker i of it produces shard i; any worker may still
+join for the other policies.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ class DispatcherConfig(collections.namedtuple("DispatcherConfig", _DISPATCHER_FI
 
     port: the port to bind (0: a free one).  protocol: "grpc".  work_dir and
     fault_tolerant_mode: TF's journal (only None / False here).  worker_addresses:
-    TF's fixed worker list (only None here).  The rest are TF's timing knobs, kept for
-    their values.
+    TF's fixed worker list, for static sharding (each worker's `worker_address`).
+    The rest are TF's timing knobs, kept for their values.
     """
 
     def __new__(
@@ -169,19 +171,21 @@ class DispatchServer:
       start: start serving now.
 
     Raises:
-      UnimplementedError: for `work_dir`, `fault_tolerant_mode` or `worker_addresses`.
+      UnimplementedError: for `work_dir` or `fault_tolerant_mode`.
       UnavailableError (at start): when the port cannot be bound.
     """
 
     def __init__(self, config=None, start=True):
         config = config if config is not None else DispatcherConfig()
         _check_protocol(config.protocol)
-        if config.work_dir or config.fault_tolerant_mode or config.worker_addresses:
+        if config.work_dir or config.fault_tolerant_mode:
             raise errors.UnimplementedError(
-                None, None, "asyncflow's tf.data service dispatcher keeps no journal and "
-                "takes any worker: work_dir, fault_tolerant_mode and worker_addresses are "
-                "not supported"
+                None, None, "asyncflow's tf.data service dispatcher keeps no journal: "
+                "work_dir and fault_tolerant_mode are not supported"
             )  # fmt: skip
+        addresses = config.worker_addresses or []
+        if isinstance(addresses, str) or not all(isinstance(a, str) for a in addresses):
+            raise TypeError(f"worker_addresses must be a list of strings, got {addresses!r}")
         self._config = config
         self._secret = wire.cluster_secret()
         self._dispatcher: Dispatcher | None = None
@@ -197,7 +201,9 @@ class DispatchServer:
         if self._thread is not None:
             return
         self._thread = _LoopThread("asyncflow-data-dispatcher")
-        self._dispatcher = Dispatcher(self._secret)
+        self._dispatcher = Dispatcher(
+            self._secret, worker_addresses=self._config.worker_addresses or ()
+        )
         try:
             self._port = self._thread.run(self._dispatcher.start("0.0.0.0", self._config.port))
         except OSError as e:

@@ -38,7 +38,8 @@ from asyncflow.ops import dataset_pipeline as pl
 
 __all__ = ["Worker"]
 
-_BUFFER = 8  # elements a task's producer keeps ready
+_BUFFER = 64  # elements a task's producer keeps ready
+_BATCH_BYTES = 4 << 20  # a `get` reply takes more ready elements up to about this size
 _TASK_WAIT_S = 2.0  # how long a `get` for a task not (yet) here waits for it
 _EOS = object()
 
@@ -51,6 +52,9 @@ class _Task:
         self.dataset = info["d"]
         self.mode = info["mode"]
         self.num_consumers = info["nc"]
+        self.compress = bool(info.get("z", 0))
+        self.worker_index = info.get("wi", -1)  # in the dispatcher's fixed worker list
+        self.num_workers = info.get("nw", 0)
         self.queue: asyncio.Queue = asyncio.Queue(_BUFFER)
         self.producer: asyncio.Task | None = None
         self.ended = False
@@ -59,6 +63,7 @@ class _Task:
         self.taken: collections.Counter = collections.Counter()  # round -> consumers served
         self.next_round = 0
         self.round_lock = asyncio.Lock()
+        self.serving = asyncio.Lock()  # one uncoordinated `get` takes elements at a time
 
     def start(self) -> None:
         if self.producer is None:
@@ -66,7 +71,8 @@ class _Task:
 
     async def _produce(self) -> None:
         try:
-            value = await self.worker.dataset_value(self.dataset)
+            hint = (self.num_workers, self.worker_index) if self.worker_index >= 0 else None
+            value = await self.worker.dataset_value(self.dataset, hint)
             if self.num_consumers > 0 and value.cardinality() != -1:
                 raise errors.FailedPreconditionError(
                     None, None, "Round robin reads require that the input dataset has "
@@ -77,12 +83,7 @@ class _Task:
             if self.mode == p.ShardingPolicy.DYNAMIC:
                 value = _with_splits(value, self)
             elif self.mode != p.ShardingPolicy.OFF:
-                # Static sharding needs the dispatcher's fixed worker list, which this
-                # dispatcher never has (worker_addresses is refused): TF's error then.
-                raise errors.NotFoundError(
-                    None, None, "Failed to shard dataset in tf.data service: Worker "
-                    f"{self.worker.address} is not in the workers list. Got workers list ."
-                )  # fmt: skip
+                value = self._static_shard(value)
             env = pl.Env(self.worker.session_for(self.dataset))
             stream = value.iterate(env)
             try:
@@ -98,6 +99,33 @@ class _Task:
             self.error = errors.UnknownError(None, None, f"{type(e).__name__}: {e}")
         await self.queue.put(_EOS)
 
+    def _static_shard(self, value: pl.DatasetValue) -> pl.DatasetValue:
+        """`value`'s shard for this worker (its index in the dispatcher's fixed worker
+        list): FILE shards the source's files, DATA the elements at the end of the
+        pipeline, FILE_OR_DATA files where the source has files, else elements; HINT
+        leaves the pipeline as it is but for its `shard(SHARD_HINT, SHARD_HINT)`s,
+        which became shard(workers, index) when the graph was loaded."""
+        if self.worker_index < 0:
+            raise errors.NotFoundError(
+                None, None, "Failed to shard dataset in tf.data service: Worker "
+                f"{self.worker.address} is not in the workers list. Got workers list ."
+            )  # fmt: skip
+        n, i = self.num_workers, self.worker_index
+        mode = self.mode
+        if mode == p.ShardingPolicy.HINT:
+            return value
+        if mode in (p.ShardingPolicy.FILE, p.ShardingPolicy.FILE_OR_DATA):
+            sharded = _shard_files(value, n, i)
+            if sharded is not None:
+                return sharded
+            if mode == p.ShardingPolicy.FILE:
+                raise errors.NotFoundError(
+                    None, None, "Failed to get element: Found an unshardable source "
+                    "dataset: FILE sharding needs a dataset reading files (such as "
+                    "TextLineDataset or TFRecordDataset) at the source of the pipeline"
+                )  # fmt: skip
+        return _EveryNth(value, n, i)
+
     async def next_element(self):
         """The stream's next element, or _EOS (for ever after the end); its error."""
         if self.ended:
@@ -105,10 +133,31 @@ class _Task:
         self.start()
         elem = await self.queue.get()
         if elem is _EOS:
-            self.ended = True
-            if self.error is not None:
-                raise self.error
+            try:  # (put back: another `get` waiting here ends too)
+                self.queue.put_nowait(_EOS)
+            except asyncio.QueueFull:
+                pass
+            if not self.ended:
+                self.ended = True
+                if self.error is not None:
+                    raise self.error
         return elem
+
+    def ready_elements(self, most: int, budget: int) -> list:
+        """Up to `most` elements already produced (no wait), about `budget` bytes at
+        most; the end of the stream stays for the next request."""
+        out = []
+        while len(out) < most and budget > 0 and not self.ended:
+            try:
+                elem = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if elem is _EOS:  # (the last item: put back for the next request, which
+                self.queue.put_nowait(_EOS)  # ends the stream or raises its error)
+                break
+            out.append(elem)
+            budget -= _nbytes(elem)
+        return out
 
     async def get(self, consumer: int, round_: int):
         if self.num_consumers <= 0:
@@ -260,6 +309,65 @@ def _with_splits(value: pl.DatasetValue, task: _Task, providers=None) -> pl.Data
     return _Splits(stage, task, next(providers))
 
 
+class _EveryNth(pl.DatasetValue):
+    """Elements i, i + n, i + 2n, ... of `input` (DATA sharding's shard i of n)."""
+
+    def __init__(self, input_value: pl.DatasetValue, n: int, i: int):
+        self.input, self.n, self.i = input_value, n, i
+
+    def cardinality(self) -> int:
+        c = self.input.cardinality()
+        return c if c < 0 else c // self.n + (1 if c % self.n > self.i else 0)
+
+    async def iterate(self, env):
+        source = self.input.iterate(env)
+        try:
+            k = 0
+            async for elem in source:
+                if k % self.n == self.i:
+                    yield elem
+                k += 1
+        finally:
+            await source.aclose()
+
+
+def _shard_files(value: pl.DatasetValue, n: int, i: int):
+    """`value` with the files of its file source cut to every n-th from i (FILE
+    sharding), or None where its chain of inputs ends in no file source."""
+    stage = _in_process(value)
+    if isinstance(stage, pl.Zip | pl.Concatenate):
+        return None
+    if _files(stage):
+        stage = copy.copy(stage)
+        stage.paths = stage.paths[i::n]
+        return stage
+    inner = getattr(stage, "input", None)
+    if not isinstance(inner, pl.DatasetValue):
+        return None
+    if _indexed(inner) and _is_file_names(inner):  # (file names sliced, then read)
+        stage = copy.copy(stage)
+        stage.input = _EveryNth(inner, n, i)
+        return stage
+    sharded = _shard_files(inner, n, i)
+    if sharded is None:
+        return None
+    stage = copy.copy(stage)
+    stage.input = sharded
+    return stage
+
+
+def _is_file_names(src) -> bool:
+    """Whether `src` is a list of file names read by the stage above it (the
+    `from_tensor_slices(paths).interleave(TextLineDataset)` form)."""
+    comps = getattr(src, "components", None)
+    return (
+        isinstance(src, pl.TensorSlices)
+        and isinstance(comps, list | tuple)
+        and len(comps) == 1
+        and np.asarray(comps[0]).dtype.hasobject
+    )
+
+
 def _retrieved(fut) -> None:
     if not fut.cancelled():
         fut.exception()  # (a split asked for ahead and not wanted: at most once)
@@ -359,6 +467,9 @@ class Worker:
         p.check_str(info, "d")
         p.check_int(info, "mode", None, 0, 5)
         p.check_int(info, "nc", None, 0, 1 << 20)
+        p.check_int(info, "z", 0, 0, 1)
+        p.check_int(info, "wi", -1, -1, 1 << 20)
+        p.check_int(info, "nw", 0, 0, 1 << 20)
         if info["task"] not in self.tasks:
             self.tasks[info["task"]] = _Task(self, info)
             self._task_added.set()
@@ -381,13 +492,21 @@ class Worker:
         task_id = p.check_int(meta, "task", None, 0)
         consumer = p.check_int(meta, "c", -1)
         round_ = p.check_int(meta, "r", 0, 0)
+        most = p.check_int(meta, "n", 1, 1, p.MAX_BATCH)
         task = await self._task_by_id(task_id)
         if task is None:
             return {"gone": True}, None
-        elem = await task.get(consumer, round_)
-        if elem is _EOS:
-            return {"eos": True}, None
-        return {}, list(elem)
+        if task.num_consumers > 0:
+            elem = await task.get(consumer, round_)
+            return ({"eos": True}, None) if elem is _EOS else p.pack([elem], task.compress)
+        async with task.serving:  # (in arrival order: a newer `get` takes no element
+            elem = await task.next_element()  # an older one was woken for)
+            if elem is _EOS:
+                return {"eos": True}, None
+            elems = [elem]
+            if most > 1:
+                elems += task.ready_elements(most - 1, _BATCH_BYTES - _nbytes(elem))
+        return p.pack(elems, task.compress)
 
     async def _task_by_id(self, task_id: int) -> _Task | None:
         """Task `task_id`, waiting a little for it: a consumer may learn of a task from
@@ -407,13 +526,14 @@ class Worker:
         return self.tasks[task_id]
 
     # -- datasets
-    async def dataset_value(self, dataset: str) -> pl.DatasetValue:
-        """A fresh value of dataset `dataset` (its graph fetched and imported once)."""
+    async def dataset_value(self, dataset: str, hint=None) -> pl.DatasetValue:
+        """A fresh value of dataset `dataset` (its graph fetched and imported once;
+        `hint`: (workers, this worker's index) for its SHARD_HINT shards)."""
         entry = self.graphs.get(dataset)
         if entry is None:
             fut = self._loading.get(dataset)
             if fut is None:
-                fut = self._loading[dataset] = asyncio.ensure_future(self._load(dataset))
+                fut = self._loading[dataset] = asyncio.ensure_future(self._load(dataset, hint))
             entry = await asyncio.shield(fut)
         _, session, tensor = entry
         value = await session.arun(tensor)
@@ -422,11 +542,13 @@ class Worker:
     def session_for(self, dataset: str):
         return self.graphs[dataset][1]
 
-    async def _load(self, dataset: str):
+    async def _load(self, dataset: str, hint=None):
         import asyncflow as af  # (the whole API: the graph may use any op)
 
         reply, payload = await p.call(self.dispatcher, "dataset", {"d": dataset})
         graph = p.read_graph(reply, payload)
+        if hint is not None:
+            graph = _fill_shard_hints(graph, *hint)
         g = af.Graph()
         with g.as_default():
             af.import_graph_def(graph, name="")
@@ -440,6 +562,48 @@ class Worker:
         if reply.get("end"):
             return None
         return p.check_int(reply, "i", None, 0, n - 1)
+
+
+def _fill_shard_hints(graph: bytes, n: int, i: int):
+    """`graph` (GraphDef bytes) with each `shard(SHARD_HINT, SHARD_HINT)` made
+    `shard(n, i)`: HINT sharding's shard of this worker (index i of n in the fixed
+    worker list); the graph as it is (bytes) when it has none."""
+    from asyncflow.protos import graph_pb2
+
+    g = graph_pb2.GraphDef.FromString(graph)
+    consts = {node.name: node for node in g.node if node.op == "Const"}
+
+    def is_hint(name: str) -> bool:
+        node = consts.get(name.split(":")[0])
+        if node is None:
+            return False
+        t = node.attr["value"].tensor
+        return list(t.int64_val) == [-1] and not t.tensor_shape.dim
+
+    changed = False
+    for node in list(g.node):
+        if node.op != "ShardDataset" or len(node.input) < 3:
+            continue
+        if not (is_hint(node.input[1]) and is_hint(node.input[2])):
+            continue
+        for k, value in ((1, n), (2, i)):
+            const = g.node.add()
+            const.CopyFrom(consts[node.input[k].split(":")[0]])
+            const.name = f"{node.name}/shard_hint_{k}"
+            const.attr["value"].tensor.int64_val[:] = [value]
+            node.input[k] = const.name
+        changed = True
+    return g.SerializeToString() if changed else graph
+
+
+def _nbytes(elem) -> int:
+    n = 0
+    for c in elem:
+        if isinstance(c, np.ndarray) and c.dtype.hasobject:
+            n += sum(len(x) if isinstance(x, bytes | str) else 8 for x in c.flat)
+        else:
+            n += getattr(c, "nbytes", 8)
+    return n
 
 
 def _refused(method):
