@@ -10,6 +10,8 @@ import tempfile
 
 import numpy as np
 
+from tf1_programs._common import error_class
+
 
 def s29_ema_saver_restore_averages(tf):
     """The cifar10_eval pattern: train with an EMA of the weights applied after each
@@ -334,6 +336,167 @@ def s29_gradient_tricks(tf):
     return {"raw": raw, "after": after, "grad_ys": rest[0], "agg": rest[1]}
 
 
+def s29_session_run_hooks(tf):
+    """MonitoredSession hooks of a training script: a custom SessionRunHook asking for
+    extra fetches in before_run and reading them in after_run, LoggingTensorHook every
+    2 iterations, NanTensorHook, FinalOpsHook's final value, StopAtStepHook(num_steps)."""
+    gs = tf.train.get_or_create_global_step()
+    w = tf.Variable([1.0, 2.0])
+    loss = tf.reduce_sum(tf.square(w))
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+    seen = []
+
+    class Recorder(tf.train.SessionRunHook):
+        def begin(self):
+            seen.append(["begin", len(tf.get_collection(tf.GraphKeys.GLOBAL_VARIABLES))])
+
+        def after_create_session(self, session, coord):
+            seen.append(["created", session.run(gs)])
+
+        def before_run(self, run_context):
+            return tf.train.SessionRunArgs({"w": w, "step": gs})
+
+        def after_run(self, run_context, run_values):
+            r = run_values.results
+            seen.append(["after", int(r["step"]), r["w"]])
+            if r["step"] >= 10:
+                run_context.request_stop()
+
+        def end(self, session):
+            seen.append(["end", session.run(gs)])
+
+    final = tf.train.FinalOpsHook(tf.identity(w * 10.0))
+    hooks = [
+        Recorder(),
+        tf.train.LoggingTensorHook({"loss": loss}, every_n_iter=2),
+        tf.train.NanTensorHook(loss),
+        final,
+        tf.train.StopAtStepHook(num_steps=3),
+    ]
+    results = []
+    with tf.train.MonitoredSession(hooks=hooks) as sess:
+        while not sess.should_stop():
+            results.append(sess.run([train, loss])[1])
+    return {"seen": seen, "results": results, "final": final.final_ops_values}
+
+
+def s29_optimizer_zoo(tf):
+    """The remaining TF1 optimizers on one quadratic, three steps each, with their slot
+    names: Adadelta, centered RMSProp with momentum, FTRL with l1/l2, ProximalAdagrad,
+    ProximalGradientDescent, AdagradDA and Adam with a tensor learning rate."""
+    gs = tf.train.get_or_create_global_step()
+    target = tf.constant([0.5, -1.5, 2.0])
+    opts = {
+        "adadelta": tf.train.AdadeltaOptimizer(1.0, rho=0.9),
+        "rmsprop": tf.train.RMSPropOptimizer(0.05, momentum=0.5, centered=True),
+        "ftrl": tf.train.FtrlOptimizer(
+            0.2, l1_regularization_strength=0.05, l2_regularization_strength=0.1
+        ),
+        "proximal_adagrad": tf.train.ProximalAdagradOptimizer(0.3, l1_regularization_strength=0.1),
+        "proximal_sgd": tf.train.ProximalGradientDescentOptimizer(
+            0.2, l1_regularization_strength=0.05
+        ),
+        "adagrad_da": tf.train.AdagradDAOptimizer(0.3, gs, l2_regularization_strength=0.01),
+        "adam": tf.train.AdamOptimizer(tf.constant(0.1), epsilon=1e-4),
+    }
+    variables, steps = {}, []
+    for name, opt in opts.items():
+        with tf.variable_scope(name):
+            v = tf.get_variable("v", initializer=tf.constant([1.0, 1.0, -1.0]))
+        variables[name] = v
+        loss = tf.reduce_sum(tf.square(v - target))
+        steps.append(opt.minimize(loss))
+    inc = tf.assign_add(gs, 1)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for _ in range(3):
+            sess.run(steps)
+            sess.run(inc)
+        values = sess.run(variables)
+    slots = {name: sorted(opt.get_slot_names()) for name, opt in opts.items()}
+    return {"values": values, "slots": slots}
+
+
+def s29_losses_zoo(tf):
+    """tf.losses not in the first batch: cosine_distance, hinge, log_loss, mean_pairwise
+    squared error, compute_weighted_loss with broadcast weights, weighted and v2 softmax
+    cross entropies with the gradient reaching the labels."""
+    labels = tf.constant([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    preds = tf.constant([[0.2, 0.7, 0.9], [0.6, 0.3, 0.1]])
+    unit = tf.nn.l2_normalize(preds, axis=1)
+    unit_labels = tf.nn.l2_normalize(labels, axis=1)
+    soft = tf.Variable([[0.1, 0.7, 0.2], [0.5, 0.25, 0.25]])
+    logits = tf.constant([[1.0, -1.0, 0.5], [0.3, 0.2, -0.4]])
+    xent_v2 = tf.nn.softmax_cross_entropy_with_logits_v2(labels=soft, logits=logits)
+    (label_grad,) = tf.gradients(tf.reduce_sum(xent_v2), [soft])
+    values = [
+        tf.losses.cosine_distance(unit_labels, unit, axis=1),
+        tf.losses.hinge_loss(labels, preds - 0.5),
+        tf.losses.log_loss(labels, preds, weights=[[1.0], [2.0]]),
+        tf.losses.mean_pairwise_squared_error(labels, preds),
+        tf.losses.compute_weighted_loss(tf.square(preds - labels), weights=[[1.0, 0.0, 2.0]]),
+        tf.reduce_mean(tf.nn.weighted_cross_entropy_with_logits(labels, logits, 2.5)),
+        xent_v2,
+        label_grad,
+    ]
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        got = sess.run(values)
+    bad = error_class(
+        lambda: tf.losses.compute_weighted_loss(tf.square(preds - labels), weights=[1.0, 0.0, 2.0])
+    )
+    return {"values": got, "names": [t.name for t in values[:6]], "rank_1_weights": bad}
+
+
+def s29_metrics_at_k(tf):
+    """Ranking metrics of a recommender: precision_at_k / recall_at_k over sparse
+    labels, average_precision_at_k, mean_per_class_accuracy, and the thresholded
+    false_negatives_at_thresholds / true_positives, streamed over two batches."""
+    labels = tf.placeholder(tf.int64, [None, 1])
+    preds = tf.placeholder(tf.float32, [None, 4])
+    cls_labels = tf.placeholder(tf.int64, [None])
+    cls_preds = tf.placeholder(tf.int64, [None])
+    probs = tf.placeholder(tf.float32, [None])
+    metrics = [
+        tf.metrics.precision_at_k(labels, preds, k=2),
+        tf.metrics.recall_at_k(labels, preds, k=2),
+        tf.metrics.average_precision_at_k(labels, preds, k=3),
+        tf.metrics.mean_per_class_accuracy(cls_labels, cls_preds, num_classes=3),
+        tf.metrics.false_negatives_at_thresholds(
+            tf.cast(cls_labels > 0, tf.bool), probs, [0.3, 0.6]
+        ),
+        tf.metrics.true_positives(tf.cast(cls_labels > 0, tf.bool), probs > 0.5),
+    ]
+    # a class id past the predictions' classes is never relevant (TF cleans it to -1)
+    oor_value, oor_update = tf.metrics.average_precision_at_k(
+        tf.constant([[1, 7], [2, 0]], tf.int64),
+        tf.constant([[0.1, 0.5, 0.2, 0.3], [0.9, 0.1, 0.4, 0.2]]),
+        k=2,
+    )
+    rng = np.random.RandomState(31)
+    ups = []
+    with tf.Session() as sess:
+        sess.run(tf.local_variables_initializer())
+        for _ in range(2):
+            feed = {
+                labels: rng.randint(0, 4, (3, 1)),
+                preds: rng.rand(3, 4).astype(np.float32),
+                cls_labels: rng.randint(0, 3, 3),
+                cls_preds: rng.randint(0, 3, 3),
+                probs: rng.rand(3).astype(np.float32),
+            }
+            ups.append(sess.run([m[1] for m in metrics], feed))
+        final = sess.run([m[0] for m in metrics])
+        oor = [sess.run(oor_update), sess.run(oor_value)]
+    return {
+        "ups": ups,
+        "final": final,
+        "names": [m[0].name for m in metrics],
+        "out_of_range": oor,
+        "ap_vars": sorted(v.op.name for v in tf.local_variables() if "average" in v.op.name),
+    }
+
+
 PROGRAMS = [
     s29_ema_saver_restore_averages,
     s29_streaming_metrics,
@@ -344,4 +507,8 @@ PROGRAMS = [
     s29_siamese_shared_variables,
     s29_summaries_read_back,
     s29_gradient_tricks,
+    s29_session_run_hooks,
+    s29_optimizer_zoo,
+    s29_losses_zoo,
+    s29_metrics_at_k,
 ]
