@@ -669,7 +669,8 @@ def _interpolated_pr_auc(tp, fp, fn, n, name):
 
 def _compute_auc(tp, fn, tn, fp, n, curve, summation_method, name):
     if curve == "PR" and summation_method == "careful_interpolation":
-        return _interpolated_pr_auc(tp, fp, fn, n, name)
+        # As TF: value and update are both "interpolate_pr_auc" (the second one _1)
+        return _interpolated_pr_auc(tp, fp, fn, n, "interpolate_pr_auc")
     rec = math_ops.truediv(tp + _AUC_EPS, tp + fn + _AUC_EPS)
     if curve == "ROC":
         x = math_ops.truediv(fp, fp + tn + _AUC_EPS)
