@@ -171,9 +171,10 @@ def s29_seq2seq_attention(tf):
     train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
-        first_align, enc_state_val = sess.run([alignments[0], enc_state])
+        first_align, enc_state_val, preds = sess.run(
+            [alignments[0], enc_state, tf.argmax(logits, -1)]
+        )
         losses = [sess.run([train, loss])[1] for _ in range(3)]
-        preds = sess.run(tf.argmax(logits, -1))
     return {
         "losses": losses,
         "first_align": first_align,
