@@ -173,6 +173,52 @@ def s29_auc_variants_and_at_k(tf):
     return {"ups": ups, "vals": vals, "names": [t.name for t in (pr, p_k, r_k, p_c)]}
 
 
+def s29_finetune_partitioned(tf):
+    """Fine-tuning: a partitioned embedding (fixed_size_partitioner, mod and div lookups)
+    trained and saved, then init_from_checkpoint with a scope assignment map into a
+    new model whose other variables keep their initializers."""
+    d = tempfile.mkdtemp()
+    ids = [0, 3, 4, 6]
+    table = np.arange(7 * 2, dtype=np.float32).reshape(7, 2) / 10.0
+    with tf.Graph().as_default():
+        with tf.variable_scope("pre"):
+            emb = tf.get_variable(
+                "emb",
+                initializer=tf.constant(table),
+                partitioner=tf.fixed_size_partitioner(3),
+            )
+        mod = tf.nn.embedding_lookup(emb, ids, partition_strategy="mod")
+        div = tf.nn.embedding_lookup(emb, ids, partition_strategy="div")
+        loss = tf.reduce_sum(tf.square(mod))
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        saver = tf.train.Saver()
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            before = sess.run([mod, div])
+            sess.run(train)
+            path = saver.save(sess, os.path.join(d, "pre"))
+        parts = [v.op.name for v in tf.global_variables()]
+    with tf.Graph().as_default():
+        with tf.variable_scope("fine"):
+            emb2 = tf.get_variable(
+                "emb",
+                [7, 2],
+                partitioner=tf.fixed_size_partitioner(3),
+                initializer=tf.zeros_initializer(),
+            )
+        head = tf.get_variable("head", initializer=tf.constant([1.0, -1.0]))
+        tf.train.init_from_checkpoint(path, {"pre/": "fine/"})
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            after = sess.run([tf.convert_to_tensor(emb2), head])
+    return {
+        "before": before,
+        "after": after,
+        "parts": parts,
+        "listed": [[n, s] for n, s in tf.train.list_variables(path)],
+    }
+
+
 PROGRAMS = [
     s29_sampled_softmax,
     s29_image_distortions,
@@ -180,4 +226,5 @@ PROGRAMS = [
     s29_time_major_and_static_bidi,
     s29_sharded_saver,
     s29_auc_variants_and_at_k,
+    s29_finetune_partitioned,
 ]
