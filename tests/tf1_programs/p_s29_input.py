@@ -257,6 +257,41 @@ def s29_feedable_iterator(tf):
     return {"train": t_vals, "valid": v_vals, "train_more": t_more, "re": r_vals}
 
 
+def s29_tfrecord_dataset_epochs(tf):
+    """The tf.data rewrite of an input_fn: TFRecordDataset, shuffle(seed) reshuffled
+    each epoch, batch then parse_example (vectorized), map with num_parallel_calls,
+    prefetch; an initializable iterator re-run for two epochs; padded sparse features."""
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, "data.tfrecord")
+    with tf.python_io.TFRecordWriter(path) as writer:
+        for i in range(6):
+            feats = {
+                "id": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+                "tags": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"t"] * (i % 3))),
+            }
+            ex = tf.train.Example(features=tf.train.Features(feature=feats))
+            writer.write(ex.SerializeToString())
+    spec = {"id": tf.FixedLenFeature([], tf.int64), "tags": tf.VarLenFeature(tf.string)}
+    ds = tf.data.TFRecordDataset([path]).shuffle(6, seed=4, reshuffle_each_iteration=True)
+    ds = ds.batch(4).map(lambda s: tf.parse_example(s, spec), num_parallel_calls=2)
+    ds = ds.map(lambda f: (f["id"] * 2, tf.sparse.to_dense(f["tags"], default_value="-")))
+    ds = ds.prefetch(1)
+    it = tf.data.make_initializable_iterator(ds)
+    ids, tags = it.get_next()
+    epochs = []
+    with tf.Session() as sess:
+        for _ in range(2):
+            sess.run(it.initializer)
+            got = []
+            try:
+                while True:
+                    got.append(sess.run([ids, tags]))
+            except tf.errors.OutOfRangeError:
+                pass
+            epochs.append(got)
+    return {"epochs": epochs, "shapes": [str(ids.shape), str(tags.shape)]}
+
+
 PROGRAMS = [
     s29_cifar10_input_pipeline,
     s29_tfrecord_parse_batch,
@@ -264,4 +299,5 @@ PROGRAMS = [
     s29_py_func_dataset,
     s29_image_preprocessing_pipeline,
     s29_feedable_iterator,
+    s29_tfrecord_dataset_epochs,
 ]
