@@ -276,7 +276,8 @@ def _streaming_count(kind, labels, predictions_idx, k, class_id, weights):
     with ops.name_scope(None, name, (predictions_idx, labels, weights)) as scope:
         count = _count_at_k(kind, labels, predictions_idx, class_id, weights)
         total = cast_ops.cast(reduction_ops.reduce_sum(count), _F64)
-        var = metric_variable([], _F64, name=scope[:-1])
+        # (the scope's full name, as TF's: the variable is precision_at_1/true_positive_at_1)
+        var = metric_variable([], _F64, name=scope)
         return var, state_ops.assign_add(var, total, name="update")
 
 
