@@ -219,6 +219,34 @@ def s29_finetune_partitioned(tf):
     }
 
 
+def s29_metric_result_names(tf):
+    """The tensors an eval script fetches or exports by name: value, update and local
+    variable names (and values) of the threshold, IoU, cosine and top-k metrics."""
+    labels = tf.constant([True, False, True, True])
+    scores = tf.constant([0.2, 0.7, 0.4, 0.9])
+    ids = tf.constant([[0], [1], [2], [1]], tf.int64)
+    top = tf.constant([[0], [2], [2], [1]], tf.int64)
+    unit = tf.nn.l2_normalize(tf.reshape(scores, [2, 2]), axis=1)
+    metrics = [
+        tf.metrics.precision_at_thresholds(labels, scores, [0.3, 0.6]),
+        tf.metrics.recall_at_thresholds(labels, scores, [0.3, 0.6]),
+        tf.metrics.mean_iou(tf.reshape(ids, [-1]), tf.reshape(top, [-1]), 3),
+        tf.metrics.mean_cosine_distance(unit, tf.reverse(unit, [1]), 1),
+        tf.metrics.precision_at_top_k(ids, top, k=1),
+        tf.metrics.recall_at_top_k(ids, top, k=1),
+    ]
+    with tf.Session() as sess:
+        sess.run(tf.local_variables_initializer())
+        ups = sess.run([u for _, u in metrics])
+        vals = sess.run([v for v, _ in metrics])
+    return {
+        "ups": ups,
+        "vals": vals,
+        "names": [[v.name, u.name] for v, u in metrics],
+        "locals": [v.op.name for v in tf.local_variables()],
+    }
+
+
 PROGRAMS = [
     s29_sampled_softmax,
     s29_image_distortions,
@@ -227,4 +255,5 @@ PROGRAMS = [
     s29_sharded_saver,
     s29_auc_variants_and_at_k,
     s29_finetune_partitioned,
+    s29_metric_result_names,
 ]
