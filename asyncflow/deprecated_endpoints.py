@@ -101,11 +101,13 @@ def _namespaces(root) -> list:
 def install(root) -> None:
     """Wrap the deprecated endpoints of `root` (the asyncflow package) wherever its
     namespaces hold them."""
-    wrappers = {}
+    wrappers, endpoints = {}, {}
     for name, instructions in FUNCTIONS.items():
         func = _lookup(root, name)
         shown = name.rsplit(".", 1)[-1]
-        wrappers[id(func)] = deprecation.deprecated(instructions, shown)(func)
+        # Only under its deprecated name: an alias of a current endpoint
+        # (initialize_all_variables is global_variables_initializer) keeps no notice.
+        endpoints[(id(func), shown)] = deprecation.deprecated(instructions, shown)(func)
     for name, (instructions, *args) in ARGUMENTS.items():
         func = _lookup(root, name)
         shown = name.rsplit(".", 1)[-1]
@@ -113,7 +115,7 @@ def install(root) -> None:
         wrappers[id(func)] = wrapper
     for ns in _namespaces(root):
         for key, value in list(vars(ns).items()):
-            wrapper = wrappers.get(id(value))
+            wrapper = endpoints.get((id(value), key)) or wrappers.get(id(value))
             if wrapper is not None:
                 setattr(ns, key, wrapper)
     dataset = root.data.Dataset

@@ -281,7 +281,8 @@ def mean_cosine_distance(
     predictions, labels = _squeeze_like(_f32(predictions), _f32(labels))
     prod = reduction_ops.reduce_sum(math_ops.multiply(predictions, labels), dim, keepdims=True)
     mean_d, update = mean(prod, weights, None, None, name or "mean_cosine_distance")
-    value, update = 1.0 - mean_d, 1.0 - update
+    # (math_ops.subtract, as TF's: the results are Sub and Sub_1, not sub)
+    value, update = math_ops.subtract(1.0, mean_d), math_ops.subtract(1.0, update)
     return _finish(value, update, metrics_collections, updates_collections)
 
 
@@ -607,11 +608,13 @@ def precision_at_thresholds(
     with vs.variable_scope(name, "precision_at_thresholds", (predictions, labels, weights)):
         v = _confusion_at_thresholds(labels, predictions, thresholds, weights, ("tp", "fp"))
         value = _across_replicas(
-            lambda tp, fp: math_ops.truediv(tp, _EPS + tp + fp, name="value"),
+            lambda tp, fp: math_ops.truediv(tp, _EPS + tp + fp, name="precision_value"),
             v["tp"][0],
             v["fp"][0],
         )
-        update = math_ops.truediv(v["tp"][1], _EPS + v["tp"][1] + v["fp"][1], name="update_op")
+        update = math_ops.truediv(
+            v["tp"][1], _EPS + v["tp"][1] + v["fp"][1], name="precision_update_op"
+        )
         return _finish(value, update, metrics_collections, updates_collections)
 
 
@@ -627,11 +630,13 @@ def recall_at_thresholds(
     with vs.variable_scope(name, "recall_at_thresholds", (predictions, labels, weights)):
         v = _confusion_at_thresholds(labels, predictions, thresholds, weights, ("tp", "fn"))
         value = _across_replicas(
-            lambda tp, fn: math_ops.truediv(tp, _EPS + tp + fn, name="value"),
+            lambda tp, fn: math_ops.truediv(tp, _EPS + tp + fn, name="recall_value"),
             v["tp"][0],
             v["fn"][0],
         )
-        update = math_ops.truediv(v["tp"][1], _EPS + v["tp"][1] + v["fn"][1], name="update_op")
+        update = math_ops.truediv(
+            v["tp"][1], _EPS + v["tp"][1] + v["fn"][1], name="recall_update_op"
+        )
         return _finish(value, update, metrics_collections, updates_collections)
 
 
@@ -669,7 +674,8 @@ def _interpolated_pr_auc(tp, fp, fn, n, name):
 
 def _compute_auc(tp, fn, tn, fp, n, curve, summation_method, name):
     if curve == "PR" and summation_method == "careful_interpolation":
-        return _interpolated_pr_auc(tp, fp, fn, n, name)
+        # As TF: value and update are both "interpolate_pr_auc" (the second one _1)
+        return _interpolated_pr_auc(tp, fp, fn, n, "interpolate_pr_auc")
     rec = math_ops.truediv(tp + _AUC_EPS, tp + fn + _AUC_EPS)
     if curve == "ROC":
         x = math_ops.truediv(fp, fp + tn + _AUC_EPS)
@@ -898,7 +904,7 @@ def mean_iou(
         cm = confusion_matrix(labels, predictions, num_classes, dtypes.float64, weights=weights)
         update = state_ops.assign_add(total_cm, cm)
 
-        def compute(m, nm):
+        def compute(m):
             rows = _f32(reduction_ops.reduce_sum(m, 0))
             cols = _f32(reduction_ops.reduce_sum(m, 1))
             diag = _f32(reduction_ops.reduce_sum(m * np.eye(num_classes), 1))
@@ -910,10 +916,9 @@ def mean_iou(
                 math_ops.greater(valid, 0.0),
                 math_ops.truediv(reduction_ops.reduce_sum(iou), valid),
                 0.0,
-                name=nm,
-            )
+            )  # (unnamed, as TF's: mean_iou/Select_1)
 
-        value = _across_replicas(lambda m: compute(m, "mean_iou"), total_cm)
+        value = _across_replicas(compute, total_cm)
         # TF's update op is the updated confusion matrix, not the IoU.
         return _finish(value, update, metrics_collections, updates_collections)
 

@@ -13,11 +13,12 @@ re-exports these and `metric_variable` (which lives here, below them).
 
 from __future__ import annotations
 
-from asyncflow import dtypes, sets
+from asyncflow import dtypes, math_composites, sets
 from asyncflow import graph as ops
 from asyncflow.ops import (
     array_ops,
     cast_ops,
+    control_flow_cond,
     gradient_ops,
     manip_ops,
     math_ops,
@@ -162,6 +163,27 @@ def _average_precision_per_row(labels, predictions_idx):
         return math_ops.truediv(total, num, name=scope)
 
 
+def _clean_out_of_range(labels, predictions):
+    """Labels with every class id >= the predictions' class count made -1 (never
+    relevant), as TF's average_precision_at_k: a tf.cond on the largest id."""
+    labels = _as_labels(labels)
+    values = labels.values if isinstance(labels, SparseTensor) else labels
+    num_classes = cast_ops.cast(array_ops.shape(predictions)[-1], values.dtype)
+
+    def clean():
+        ids = ops.convert_to_tensor(values)
+        minus_one = -1 * array_ops.ones_like(ids)
+        return math_composites.where_v2(math_ops.greater_equal(ids, num_classes), minus_one, ids)
+
+    largest = reduction_ops.reduce_max(values)
+    values = control_flow_cond.cond(
+        math_ops.greater_equal(largest, num_classes), clean, lambda: values
+    )
+    if isinstance(labels, SparseTensor):
+        return SparseTensor(labels.indices, values, labels.dense_shape)
+    return values
+
+
 def average_precision_at_k(labels, predictions, k, weights=None, metrics_collections=None,
                            updates_collections=None, name=None):  # fmt: skip
     """Mean average precision at k of `predictions` [D1, ..., DN, num_classes] scores
@@ -173,22 +195,26 @@ def average_precision_at_k(labels, predictions, k, weights=None, metrics_collect
     """
     if k < 1:
         raise ValueError(f"Invalid k={k}. `k` should be >= 1.")
-    with ops.name_scope(name, f"average_precision_at_{k}", (predictions, labels, weights)):
+    at_k = f"average_precision_at_{k}"
+    with ops.name_scope(name, at_k, (predictions, labels, weights)) as outer:
         _, idx = nn_impl.top_k(predictions, k)
-        with ops.name_scope(None, "average_precision_at_top_k", (idx, labels, weights)) as scope:
+        labels = _clean_out_of_range(labels, predictions)
+        # As TF: the streaming part re-enters this scope (its value is ".../mean", its
+        # update the scope's name), and the variables take their scopes' full names.
+        with ops.name_scope(outer) as scope:
             ap = _average_precision_per_row(labels, idx)
             if weights is not None:
                 weights = cast_ops.cast(weights, _F64) * array_ops.ones_like(ap)
                 ap = math_ops.multiply(ap, weights)
             with ops.name_scope(None, "max", (ap,)) as max_scope:
-                max_var = metric_variable([], _F64, name=max_scope[:-1])
+                max_var = metric_variable([], _F64, name=max_scope)
                 if weights is None:
                     batch = cast_ops.cast(array_ops.size(ap, name="batch_max"), _F64)
                 else:
                     batch = reduction_ops.reduce_sum(weights, name="batch_max")
                 max_update = state_ops.assign_add(max_var, batch, name="update")
             with ops.name_scope(None, "total", (ap,)) as total_scope:
-                total_var = metric_variable([], _F64, name=total_scope[:-1])
+                total_var = metric_variable([], _F64, name=total_scope)
                 batch = reduction_ops.reduce_sum(ap, name="batch_total")
                 total_update = state_ops.assign_add(total_var, batch, name="update")
             value = ops.apply_op("DivNoNan", [total_var, max_var], name="mean").outputs[0]
@@ -250,7 +276,8 @@ def _streaming_count(kind, labels, predictions_idx, k, class_id, weights):
     with ops.name_scope(None, name, (predictions_idx, labels, weights)) as scope:
         count = _count_at_k(kind, labels, predictions_idx, class_id, weights)
         total = cast_ops.cast(reduction_ops.reduce_sum(count), _F64)
-        var = metric_variable([], _F64, name=scope[:-1])
+        # (the scope's full name, as TF's: the variable is precision_at_1/true_positive_at_1)
+        var = metric_variable([], _F64, name=scope)
         return var, state_ops.assign_add(var, total, name="update")
 
 

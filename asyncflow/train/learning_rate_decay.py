@@ -12,7 +12,7 @@ import math
 
 from asyncflow import dtypes
 from asyncflow import graph as ops
-from asyncflow.ops import math_ops, random_ops, slicing_ops
+from asyncflow.ops import control_flow_cond, math_ops, random_ops, slicing_ops
 
 __all__ = [
     "exponential_decay",
@@ -137,7 +137,7 @@ def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None):
       ValueError: `global_step` is None.
     """
     _require_step(global_step, "cosine_decay")
-    with ops.name_scope(name, "CosineDecay") as scope:
+    with ops.name_scope(name, "CosineDecay"):
         lr, dtype = _as_lr(learning_rate)
         steps = math_ops.cast(decay_steps, dtype)
         step = math_ops.minimum(math_ops.cast(global_step, dtype), steps)
@@ -145,7 +145,8 @@ def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None):
         pi = ops.convert_to_tensor(math.pi, dtype=dtype)
         cosine = 0.5 * (1.0 + math_ops.cos(pi * fraction))
         decayed = (1 - alpha) * cosine + alpha
-        return math_ops.multiply(lr, decayed, name=scope)
+        # unnamed, as TF's: the result is "CosineDecay/Mul_3", not the scope's name
+        return math_ops.multiply(lr, decayed)
 
 
 def piecewise_constant(x, boundaries, values, name=None):
@@ -157,32 +158,36 @@ def piecewise_constant(x, boundaries, values, name=None):
     """
     if len(boundaries) != len(values) - 1:
         raise ValueError("The length of boundaries should be 1 less than the length of values")
-    with ops.name_scope(name, "PiecewiseConstant") as scope:
-        x = ops.convert_to_tensor(x)
-        bounds = []
-        for b in boundaries:
-            b = ops.convert_to_tensor(b)
-            if b.dtype.base_dtype != x.dtype.base_dtype:
-                # Only int32 -> int64 is lossless; TF refuses every other conversion, as
-                # one could change a comparison (a float boundary cast to an integer).
-                if b.dtype.base_dtype != dtypes.int32 or x.dtype.base_dtype != dtypes.int64:
-                    raise ValueError(
-                        f"Boundaries ({str(b.dtype.base_dtype)}) must have the same dtype as x "
-                        f"({str(x.dtype.base_dtype)})."
-                    )
-                b = math_ops.cast(b, x.dtype.base_dtype)
-            bounds.append(b)
-        vals = [ops.convert_to_tensor(v) for v in values]
-        for v in vals[1:]:
-            if v.dtype.base_dtype != vals[0].dtype.base_dtype:
+    # As TF: every boundary and value becomes a tensor (then the casts) before the scope,
+    # and the result is an exclusive tf.case ("PiecewiseConstant/case/cond/Merge").
+    x = ops.convert_to_tensor(x)
+    bounds = [ops.convert_to_tensor(b) for b in boundaries]
+    vals = [ops.convert_to_tensor(v) for v in values]
+    for i, b in enumerate(bounds):
+        if b.dtype.base_dtype != x.dtype.base_dtype:
+            # Only int32 -> int64 is lossless; TF refuses every other conversion, as
+            # one could change a comparison (a float boundary cast to an integer).
+            if b.dtype.base_dtype != dtypes.int32 or x.dtype.base_dtype != dtypes.int64:
                 raise ValueError(
-                    f"Values must have elements all with the same dtype ({vals[0].dtype} vs "
-                    f"{v.dtype})."
+                    f"Boundaries ({str(b.dtype.base_dtype)}) must have the same dtype as x "
+                    f"({str(x.dtype.base_dtype)})."
                 )
-        result = vals[0]
-        for b, v in zip(bounds, vals[1:]):
-            result = slicing_ops.where(math_ops.greater(x, b), v, result)
-        return ops.apply_op("Identity", [result], name=scope).outputs[0]
+            bounds[i] = math_ops.cast(b, x.dtype.base_dtype)
+    for v in vals[1:]:
+        if v.dtype.base_dtype != vals[0].dtype.base_dtype:
+            raise ValueError(
+                f"Values must have elements all with the same dtype ({vals[0].dtype} vs "
+                f"{v.dtype})."
+            )
+    with ops.name_scope(name, "PiecewiseConstant"):
+        pairs = [
+            (math_ops.less_equal(x, bounds[0]), lambda: vals[0]),
+            (math_ops.greater(x, bounds[-1]), lambda: vals[-1]),
+        ]
+        for low, high, v in zip(bounds[:-1], bounds[1:], vals[1:-1]):
+            pred = math_ops.greater(x, low) & math_ops.less_equal(x, high)
+            pairs.append((pred, lambda v=v: v))
+        return control_flow_cond.case(pairs, lambda: vals[0], exclusive=True)
 
 
 piecewise_constant_decay = piecewise_constant
