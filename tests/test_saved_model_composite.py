@@ -24,7 +24,7 @@ import asyncflow as tf
 from asyncflow.protos import saved_object_graph_pb2 as sog
 from asyncflow.protos.meta_graph_pb2 import TensorInfo
 from asyncflow.protos.saved_model_pb2 import SavedModel
-from asyncflow.saved_model.object_saver import NotEncodableError
+from asyncflow.saved_model.nested_structure import NotEncodableError
 from tests.fixtures import saved_model_composite_cases as cases
 
 pytestmark = pytest.mark.timeout(60)

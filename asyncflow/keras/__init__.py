@@ -38,6 +38,8 @@ from asyncflow.keras.tf1_style import get_or_create_layer as _get_or_create_laye
 from asyncflow.keras.tf1_style import track_tf1_style_variables as _track_tf1_style
 from asyncflow.keras.training import Model, Sequential
 from asyncflow.keras.utils_embedding import warmstart_embedding_matrix as _warmstart
+from asyncflow.keras.vis_utils import model_to_dot as _model_to_dot
+from asyncflow.keras.vis_utils import plot_model as _plot_model
 
 # tf.keras.layers.serialize/deserialize live with the layer table, which needs every
 # layer module imported first (layers.py itself cannot import it).
@@ -52,6 +54,9 @@ models.WideDeepModel = _WideDeepModel
 utils.warmstart_embedding_matrix = _warmstart
 utils.get_or_create_layer = _get_or_create_layer
 utils.track_tf1_style_variables = _track_tf1_style
+# model_to_dot reads models (training, network), which import utils.
+utils.model_to_dot = _model_to_dot
+utils.plot_model = _plot_model
 # The dynamic embedding layers and their callback build on layers.py and callbacks.py.
 layers.experimental.DynamicLookup = _dynamic_embedding.DynamicLookup
 layers.experimental.DynamicEmbedding = _dynamic_embedding.DynamicEmbedding

@@ -35,7 +35,6 @@ from asyncflow.keras.utils_more import (
     pad_sequences,
     to_ordinal,
 )
-from asyncflow.keras.vis_utils import model_to_dot, plot_model
 
 __all__ = [
     "DeterministicRandomTestTool",
@@ -67,8 +66,6 @@ __all__ = [
     "is_interactive_logging_enabled",
     "legacy",
     "get_file",
-    "model_to_dot",
-    "plot_model",
 ]
 
 

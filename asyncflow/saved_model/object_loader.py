@@ -36,18 +36,16 @@ import os
 
 from asyncflow import dtypes, graph_io, nest, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.composite_specs import IndexedSlicesSpec, RaggedTensorSpec
 from asyncflow.framework_extras import TensorSpec, make_ndarray
 from asyncflow.ops import array_ops, io_ops
 from asyncflow.protos.graph_debug_info_pb2 import GraphDebugInfo
 from asyncflow.protos.graph_pb2 import GraphDef
-from asyncflow.protos.saved_object_graph_pb2 import TypeSpecProto
 from asyncflow.protos.trackable_object_graph_pb2 import TrackableObjectGraph
 from asyncflow.protos.variable_pb2 import VariableDef
 from asyncflow.resource_variable import ResourceVariable
 from asyncflow.saved_model.builder import variables_prefix
 from asyncflow.saved_model.loader import read_saved_model
-from asyncflow.sparse_tensor import SparseTensorSpec
+from asyncflow.saved_model.nested_structure import decode as _structure
 from asyncflow.tf_function import _component_specs, _from_components
 from asyncflow.train import checkpoint_utils
 from asyncflow.type_spec import TypeSpec
@@ -153,70 +151,6 @@ class _SignatureMap(collections.abc.Mapping):
 
     def __repr__(self):
         return f"_SignatureMap({self._signatures!r})"
-
-
-def _structure(sv):
-    """A StructuredValue as the Python nest it encodes (TensorSpecs for tensor specs)."""
-    kind = sv.WhichOneof("kind")
-    if kind is None or kind == "none_value":
-        return None
-    if kind == "tensor_spec_value":
-        spec = sv.tensor_spec_value
-        name = spec.name or None
-        return TensorSpec(tensor_shape.TensorShape(spec.shape), dtypes.as_dtype(spec.dtype), name)
-    if kind in ("list_value", "tuple_value"):
-        values = [_structure(v) for v in getattr(sv, kind).values]
-        return values if kind == "list_value" else tuple(values)
-    if kind == "dict_value":
-        return {k: _structure(v) for k, v in sv.dict_value.fields.items()}
-    if kind == "named_tuple_value":
-        nt = sv.named_tuple_value
-        cls = collections.namedtuple(nt.name, [p.key for p in nt.values])
-        return cls(*(_structure(p.value) for p in nt.values))
-    if kind == "tensor_shape_value":
-        return tensor_shape.TensorShape(sv.tensor_shape_value)
-    if kind == "tensor_dtype_value":
-        return dtypes.as_dtype(sv.tensor_dtype_value)
-    if kind in ("float64_value", "int64_value", "string_value", "bool_value"):
-        return getattr(sv, kind)
-    if kind == "type_spec_value":
-        return _type_spec(sv.type_spec_value)
-    raise ValueError(f"load_v2: a saved structure holds a {kind}, which asyncflow cannot read")
-
-
-# TypeSpecProto class -> the spec it stands for (its type_state: the constructor's
-# arguments, TF's `_serialize()` order)
-_SPEC_CLASSES = {
-    TypeSpecProto.SPARSE_TENSOR_SPEC: SparseTensorSpec,
-    TypeSpecProto.INDEXED_SLICES_SPEC: IndexedSlicesSpec,
-    TypeSpecProto.RAGGED_TENSOR_SPEC: RaggedTensorSpec,
-}
-
-
-def _type_spec(proto):
-    """The composite TypeSpec a TypeSpecProto encodes (a RaggedTensorSpec...).
-
-    Raises:
-      ValueError: a class asyncflow does not know (an ExtensionType's, ...), a state
-        the class does not take, or a component count that differs from the spec's.
-    """
-    cls = _SPEC_CLASSES.get(proto.type_spec_class)
-    name = proto.type_spec_class_name or TypeSpecProto.TypeSpecClass.Name(proto.type_spec_class)
-    if cls is None:
-        raise ValueError(f"load_v2: a saved structure holds a {name}, which asyncflow cannot read")
-    state = _structure(proto.type_state)
-    if not isinstance(state, tuple):
-        raise ValueError(f"load_v2: the saved state of a {name} is no tuple")
-    try:
-        spec = cls(*state)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"load_v2: a saved {name} holds a state it does not take: {e}") from None
-    n = proto.num_flat_components
-    if n and n != len(_component_specs(spec)):
-        raise ValueError(
-            f"load_v2: a saved {name} says {n} components, its spec has another count"
-        )
-    return spec
 
 
 def _pack_outputs(structure, flat: list):

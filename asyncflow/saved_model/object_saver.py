@@ -52,7 +52,7 @@ import shutil
 
 from asyncflow import dtypes, errors, nest, tensor_shape, trackable
 from asyncflow import graph as ops
-from asyncflow.composite_specs import IndexedSlicesSpec, RaggedTensorSpec, type_spec_from_value
+from asyncflow.composite_specs import IndexedSlicesSpec, type_spec_from_value
 from asyncflow.framework_extras import TensorSpec, make_ndarray, make_tensor_proto
 from asyncflow.graph_io import GRAPH_DEF_VERSION
 from asyncflow.indexed_slices import IndexedSlices
@@ -64,8 +64,10 @@ from asyncflow.protos.trackable_object_graph_pb2 import TrackableObjectGraph
 from asyncflow.resource_variable import ResourceVariable
 from asyncflow.saved_model import fingerprinting
 from asyncflow.saved_model.builder import INIT_OP_SIGNATURE_KEY
+from asyncflow.saved_model.nested_structure import encode as _value
+from asyncflow.saved_model.nested_structure import encode_type_spec as _type_spec
 from asyncflow.saved_model.save_options import Asset
-from asyncflow.sparse_tensor import SparseTensor, SparseTensorSpec
+from asyncflow.sparse_tensor import SparseTensor
 from asyncflow.tf_function import ConcreteFunction, Function, _component_specs
 from asyncflow.tf_function_export import _function_def
 from asyncflow.type_spec import TypeSpec
@@ -111,77 +113,6 @@ def _argspec(fn):
         None,
         {},
     )
-
-
-def _value(sv, x) -> None:
-    """Write Python value `x` (a nest of TensorSpecs and plain values) into StructuredValue
-    `sv`."""
-    if x is None:
-        sv.none_value.SetInParent()
-    elif isinstance(x, TensorSpec):
-        spec = sv.tensor_spec_value
-        if x.name:
-            spec.name = x.name
-        spec.shape.CopyFrom(x.shape.as_proto())
-        spec.dtype = x.dtype.as_datatype_enum
-    elif isinstance(x, TypeSpec):
-        _type_spec(sv.type_spec_value, x)
-    elif isinstance(x, tensor_shape.TensorShape):
-        sv.tensor_shape_value.CopyFrom(x.as_proto())
-    elif isinstance(x, dtypes.DType):
-        sv.tensor_dtype_value = x.as_datatype_enum
-    elif isinstance(x, bool):
-        sv.bool_value = x
-    elif isinstance(x, int):
-        sv.int64_value = x
-    elif isinstance(x, float):
-        sv.float64_value = x
-    elif isinstance(x, str):
-        sv.string_value = x
-    elif isinstance(x, dict):
-        sv.dict_value.SetInParent()
-        for k, v in x.items():
-            _value(sv.dict_value.fields[k], v)
-    elif isinstance(x, tuple) and hasattr(x, "_fields"):
-        sv.named_tuple_value.name = type(x).__name__
-        for k in x._fields:
-            pair = sv.named_tuple_value.values.add(key=k)
-            _value(pair.value, getattr(x, k))
-    elif isinstance(x, tuple):
-        sv.tuple_value.SetInParent()
-        for v in x:
-            _value(sv.tuple_value.values.add(), v)
-    elif isinstance(x, list):
-        sv.list_value.SetInParent()
-        for v in x:
-            _value(sv.list_value.values.add(), v)
-    else:
-        raise ValueError(f"save: cannot write a {type(x).__name__} into a SavedModel structure")
-
-
-class NotEncodableError(Exception):
-    """A value no SavedModel structure can hold (TF's nested_structure_coder error)."""
-
-
-# (a composite's spec class -> TypeSpecProto's class and name; TF's coder knows these)
-_TYPE_SPEC_CLASSES = {
-    SparseTensorSpec: (sog.TypeSpecProto.SPARSE_TENSOR_SPEC, "SparseTensorSpec"),
-    IndexedSlicesSpec: (sog.TypeSpecProto.INDEXED_SLICES_SPEC, "IndexedSlicesSpec"),
-    RaggedTensorSpec: (sog.TypeSpecProto.RAGGED_TENSOR_SPEC, "RaggedTensorSpec"),
-}
-
-
-def _type_spec(proto, spec) -> None:
-    """Write composite TypeSpec `spec` into TypeSpecProto `proto` as TF's coder does: its
-    class, its `_serialize()` tuple as the state, its number of component tensors."""
-    known = _TYPE_SPEC_CLASSES.get(type(spec))
-    if known is None:
-        # (TF 2.21 encodes only registered composite specs: an ExtensionType's spec
-        # fails so, as does any other)
-        raise NotEncodableError(f"No encoder for object {spec!r} of type {type(spec)}.")
-    proto.type_spec_class, proto.type_spec_class_name = known
-    _value(proto.type_state, tuple(spec._serialize()))
-    proto.num_flat_components = len(_component_specs(spec))
 
 
 _FullArgSpec = collections.namedtuple(

@@ -33,7 +33,7 @@ def build_tensor_info(tensor) -> TensorInfo:
 def _composite_info(value) -> TensorInfo:
     from asyncflow import nest
     from asyncflow.composite_specs import type_spec_from_value
-    from asyncflow.saved_model.object_saver import _type_spec
+    from asyncflow.saved_model.nested_structure import encode_type_spec as _type_spec
     from asyncflow.sparse_tensor import SparseTensor
 
     if isinstance(value, SparseTensor):
@@ -87,7 +87,7 @@ def get_tensor_from_tensor_info(tensor_info, graph=None, import_scope=None):
             tensor(coo.dense_shape_tensor_name),
         )
     if encoding == "composite_tensor":
-        from asyncflow.saved_model.object_loader import _type_spec
+        from asyncflow.saved_model.nested_structure import decode_type_spec as _type_spec
         from asyncflow.tf_function import _component_specs, _from_components
 
         spec = _type_spec(tensor_info.composite_tensor.type_spec)
