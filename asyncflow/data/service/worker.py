@@ -445,7 +445,7 @@ class Worker:
             raise errors.InvalidArgumentError(None, None, f"Unexpected frame kind {kind}")
         method = meta.get("m")
         if method == "get":
-            req = asyncio.ensure_future(p.answer_async(conn, rid, self._get(meta)))
+            req = asyncio.ensure_future(self._answer_get(conn, rid, meta))
             self._requests.add(req)
             req.add_done_callback(self._requests.discard)
         elif method == "task" and conn is self.dispatcher:
@@ -487,6 +487,11 @@ class Worker:
                 if entry is not None:
                     entry[1].close()
         return {}, None
+
+    async def _answer_get(self, conn, rid, meta) -> None:
+        # (the get's coroutine is made once this task runs: a request cancelled before
+        # that, by close(), leaves no coroutine that was never awaited)
+        await p.answer_async(conn, rid, self._get(meta))
 
     async def _get(self, meta):
         task_id = p.check_int(meta, "task", None, 0)
