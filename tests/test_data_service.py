@@ -626,7 +626,7 @@ def test_a_pass_left_early_releases_its_job(service2):
 async def _jobs_after_settling(service):
     """The dispatcher's jobs once none is left (the consumer's pass is closed on its
     session's loop, after the test's last step) and the workers were told."""
-    d = service.dispatcher._dispatcher
+    d = service.dispatcher._service
     while d.jobs:
         d.released.clear()
         await asyncio.wait_for(d.released.wait(), 10)

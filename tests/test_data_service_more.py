@@ -138,8 +138,8 @@ def test_compressed_elements_read_as_sent(service1, compression):
     assert [int(e["x"]) for e in got] == [0, 2, 4, 6, 8]
     assert [e["s"] for e in got] == [b"a", b"bb", b"", b"dddd", b"e"]
     assert [e["v"].tolist() for e in got] == [[i] * 3 for i in range(5)]
-    assert service1._dispatcher.compressed == (
-        set(service1._dispatcher.datasets) if compression else set()
+    assert service1._service.compressed == (
+        set(service1._service.datasets) if compression else set()
     )
 
 
@@ -148,7 +148,7 @@ def test_one_shot_iterator_registers_once(service1):
     with tf.Graph().as_default():
         ds = tf.data.Dataset.range(20).apply(svc.distribute("parallel_epochs", service1.target))
         assert [int(v) for v in _read_all(ds)] == list(range(20))
-    assert len(service1._dispatcher.datasets) == 1
+    assert len(service1._service.datasets) == 1
 
 
 @pytest.mark.parametrize("outstanding", [None, 1, 3])

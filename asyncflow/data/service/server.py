@@ -163,7 +163,25 @@ def _check_protocol(protocol) -> None:
         )
 
 
-class DispatchServer:
+class _Served:
+    """What DispatchServer and WorkerServer share: the service (`_service`, a Dispatcher
+    or a Worker) runs on its own loop thread (`_thread`) once started."""
+
+    def join(self) -> None:
+        """Block until the server stops."""
+        if self._thread is not None:
+            self._thread.stopped.wait()
+
+    def _stop(self) -> None:
+        if self._thread is not None and self._service is not None:
+            self._thread.stop(self._service.close)
+
+    @property
+    def _address(self) -> str:
+        return f"localhost:{self._port}"
+
+
+class DispatchServer(_Served):
     """A tf.data service dispatcher (TF's `tf.data.experimental.service.DispatchServer`).
 
     Args:
@@ -188,7 +206,7 @@ class DispatchServer:
             raise TypeError(f"worker_addresses must be a list of strings, got {addresses!r}")
         self._config = config
         self._secret = wire.cluster_secret()
-        self._dispatcher: Dispatcher | None = None
+        self._service: Dispatcher | None = None
         self._thread: _LoopThread | None = None
         self._port = None
         if start:
@@ -201,44 +219,31 @@ class DispatchServer:
         if self._thread is not None:
             return
         self._thread = _LoopThread("asyncflow-data-dispatcher")
-        self._dispatcher = Dispatcher(
+        self._service = Dispatcher(
             self._secret, worker_addresses=self._config.worker_addresses or ()
         )
         try:
-            self._port = self._thread.run(self._dispatcher.start("0.0.0.0", self._config.port))
+            self._port = self._thread.run(self._service.start("0.0.0.0", self._config.port))
         except OSError as e:
             self._stop()
             raise wire.unavailable(
                 f"Could not start a tf.data service dispatcher on port {self._config.port}: {e}"
             ) from None
 
-    def join(self) -> None:
-        """Block until the server stops."""
-        if self._thread is not None:
-            self._thread.stopped.wait()
-
     def stop(self) -> None:
         """Stop serving: connections close, consumers and workers see it lost."""
         self._stop()
-
-    def _stop(self) -> None:
-        if self._thread is not None and self._dispatcher is not None:
-            self._thread.stop(self._dispatcher.close)
 
     @property
     def target(self) -> str:
         """The address `distribute` and `register_dataset` take: "grpc://localhost:PORT"."""
         return f"{self._config.protocol}://localhost:{self._port}"
 
-    @property
-    def _address(self) -> str:
-        return f"localhost:{self._port}"
-
     def __repr__(self) -> str:
         return f"<DispatchServer {self.target}>"
 
 
-class WorkerServer:
+class WorkerServer(_Served):
     """A tf.data service worker (TF's `tf.data.experimental.service.WorkerServer`).
 
     Args:
@@ -256,7 +261,7 @@ class WorkerServer:
             raise ValueError("Must specify a `dispatcher_address`.")
         self._config = config
         self._secret = wire.cluster_secret()
-        self._worker: Worker | None = None
+        self._service: Worker | None = None
         self._thread: _LoopThread | None = None
         self._port = None
         if start:
@@ -270,13 +275,13 @@ class WorkerServer:
             return
         parse_address(self._config.dispatcher_address)  # (InvalidArgumentError first)
         self._thread = _LoopThread("asyncflow-data-worker")
-        self._worker = Worker(self._secret)
+        self._service = Worker(self._secret)
         dispatcher = self._config.dispatcher_address.partition("://")
         dispatcher = dispatcher[2] if dispatcher[1] else dispatcher[0]
         host = bind_host(self._config.worker_address.rpartition(":")[0].strip("[]"))
         try:
             self._port = self._thread.run(
-                self._worker.start(
+                self._service.start(
                     host, self._config.port, dispatcher, self._config.worker_address
                 )
             )
@@ -286,22 +291,9 @@ class WorkerServer:
                 raise
             raise wire.unavailable(f"Could not start a tf.data service worker: {e}") from None
 
-    def join(self) -> None:
-        """Block until the server stops."""
-        if self._thread is not None:
-            self._thread.stopped.wait()
-
     def stop(self) -> None:
         """Stop serving: its tasks end, consumers reading them see it lost."""
         self._stop()
-
-    def _stop(self) -> None:
-        if self._thread is not None and self._worker is not None:
-            self._thread.stop(self._worker.close)
-
-    @property
-    def _address(self) -> str:
-        return f"localhost:{self._port}"
 
     def __repr__(self) -> str:
         return f"<WorkerServer {self._address}>"
