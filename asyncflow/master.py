@@ -10,15 +10,24 @@ Sessions with target "" get one `LocalWorker` in this process; other targets nam
 scheme ("grpc://host:port") whose worker factory was registered with
 `register_target_scheme` (the distributed runtime adds its own).
 
+A OneShotIterator's dataset input matters only until the iterator exists (TF runs its
+`dataset_factory` once, as the iterator is made).  Once its kernel has made the iterator
+(`kernel_state["inputs_spent"]`), steps of a plan holding it run a twin plan where that
+input is fed an empty string instead: a fed tensor cuts its producer off, so the
+dataset-building ops no longer run each step.  (In-process workers only: a remote
+task's kernel states are out of the master's sight.)
+
 Invariant: plans are cached per (feeds, fetches, targets, graph version, tracing) and
 shared by concurrent steps; a cached plan's graph stays registered until it is evicted
-or the master closes.
+or the master closes (its twin with it).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+
+import numpy as np
 
 from asyncflow import debug_watch, errors
 from asyncflow import graph as ops
@@ -32,6 +41,10 @@ from asyncflow.worker import RegisteredGraph, timeout_s
 __all__ = ["Master", "MasterPlan", "register_target_scheme", "worker_for_target"]
 
 _MAX_CACHED_PLANS = 1024
+# Ops whose data inputs matter only until their kernel has used them once and set
+# `kernel_state["inputs_spent"]` (the module note).
+_SPENT_INPUT_OPS = frozenset(["OneShotIterator"])
+_SPENT = np.array(b"", dtype=object)  # what a spent input is fed
 
 _schemes: dict[str, Callable] = {}
 
@@ -65,7 +78,18 @@ class MasterPlan:
     """One (feeds, fetches, targets) combination: the plans registered with the worker
     under `handle`, and the partitions they came from (for RunMetadata)."""
 
-    __slots__ = ("plans", "handle", "parts", "client_keys", "fed_fetches", "debug")
+    __slots__ = (
+        "plans", "handle", "parts", "client_keys", "fed_fetches", "debug",
+        "spendable", "twin", "extra_feeds",
+    )  # fmt: skip
+
+    def __init__(self):
+        # (op, input tensor) of each op whose input can be cut once spent, or None;
+        # the twin plan feeding them (made on first use); the values a step of this
+        # plan appends to its feeds (a twin's: one _SPENT per cut input).
+        self.spendable = None
+        self.twin = None
+        self.extra_feeds = ()
 
 
 class Master:
@@ -95,13 +119,38 @@ class Master:
         if plan is None:
             compiled = self._compile(feed_tensors, list(elements), trace, debug=debug)
             plan = self._remember(key, compiled)
+        if plan.spendable is not None:
+            return self._spent_twin(plan, feed_tensors, elements, trace)
         return plan
+
+    def _spent_twin(self, plan: MasterPlan, feed_tensors, elements, trace) -> MasterPlan:
+        """`plan`'s twin feeding its spendable inputs, once every such op's kernel has
+        spent them (until then, `plan`)."""
+        states = self._kernel_states
+        for op, _ in plan.spendable:
+            st = states.get(op)
+            if st is None or not st.get("inputs_spent"):
+                return plan
+        twin = plan.twin
+        if twin is None:
+            cut = [t for _, t in plan.spendable]
+            twin = self._compile([*feed_tensors, *cut], list(elements), trace)
+            twin.extra_feeds = (_SPENT,) * len(cut)
+            with self._lock:
+                if plan.twin is None:
+                    plan.twin = twin
+                else:  # (made meanwhile by another thread's step)
+                    self.worker.deregister_graph(twin.handle)
+                    twin = plan.twin
+        return twin
 
     def _remember(self, key, plan: MasterPlan) -> MasterPlan:
         if len(self.plans) >= _MAX_CACHED_PLANS:
             # Drop the oldest plan; TF1 scripts that keep adding ops must not leak.
             old = self.plans.pop(next(iter(self.plans)))
             self.worker.deregister_graph(old.handle)
+            if old.twin is not None:
+                self.worker.deregister_graph(old.twin.handle)
         self.plans[key] = plan
         return plan
 
@@ -112,6 +161,10 @@ class Master:
         (`client`: feeds and fetches cross the step's rendezvous, for a partial run;
         `debug`: tfdbg's watches, whose debug ops join the partitions)."""
         order = partition_mod.prune(feed_tensors, elements)
+        remote = getattr(self.worker, "register_partitions", None) is not None
+        spendable = None
+        if not (client or remote or debug is not None):
+            spendable = _spendable_inputs(order, feed_tensors, elements)
         with self._lock:
             assignment = self.placer.place(order)
         lossy = bool(getattr(self._config.graph_options, "enable_bfloat16_sendrecv", False))
@@ -164,6 +217,7 @@ class Master:
                     compile_control_flow(pl, pl.pnodes, force=True)
         index = {id(p): i for i, p in enumerate(parts)}
         mp = MasterPlan()
+        mp.spendable = spendable
         mp.plans = plans
         mp.parts = parts
         mp.client_keys = client_keys
@@ -215,6 +269,8 @@ class Master:
         (A plain function returning the worker's coroutine: the common step pays no
         extra coroutine frame here.)"""
         self._step_counter += 1
+        if plan.extra_feeds:
+            feed_values = [*feed_values, *plan.extra_feeds]
         step_timeout = (
             self._config_timeout if options is None else timeout_s(options, self._config)
         )
@@ -247,4 +303,27 @@ class Master:
     def close(self) -> None:
         for plan in self.plans.values():
             self.worker.deregister_graph(plan.handle)
+            if plan.twin is not None:
+                self.worker.deregister_graph(plan.twin.handle)
         self.plans.clear()
+
+
+def _spendable_inputs(order, feed_tensors, elements):
+    """(op, input) of each op of `order` in `_SPENT_INPUT_OPS` whose one input can be
+    fed instead of computed: outside control flow, neither fed nor fetched, and read
+    by no other op of the step (None if there is none)."""
+    found = [op for op in order if op.type in _SPENT_INPUT_OPS]
+    if not found:
+        return None
+    in_step = set(order)
+    fed, fetched = set(feed_tensors), set(elements)
+    out = []
+    for op in found:
+        if len(op._inputs) != 1 or op._control_flow_context is not None:
+            continue
+        t = op._inputs[0]
+        if t in fed or t in fetched or t.op._control_flow_context is not None:
+            continue
+        if all(c is op for c in t.consumers() if c in in_step):
+            out.append((op, t))
+    return tuple(out) or None

@@ -527,13 +527,29 @@ NotDifferentiable("OneShotIterator")
 
 @OneShotIterator.kernel("CPU")
 async def _one_shot(ctx, dataset):
+    """Makes the iterator and starts its pass over `dataset` once; later steps only
+    hand out its handle.  Once it is made, the master feeds `dataset` an empty string
+    (`kernel_state["inputs_spent"]`: asyncflow/master.py), so the ops building the
+    dataset run once, as TF runs the `dataset_factory` once; an iterator made again
+    (its container reset) starts over the dataset first made."""
     if ctx.attrs["shared_name"]:
         raise errors.InvalidArgumentError(
             None, None, "OneShotIteratorOp does not currently support the 'shared_name' attr."
         )
+    st = ctx.kernel_state
+    value = dataset[()] if isinstance(dataset, np.ndarray) and dataset.shape == () else dataset
+    ds = value if isinstance(value, pl.DatasetValue) else st.get("dataset")
+    if ds is None:
+        ds = _ds(dataset)  # (InvalidArgumentError: not a dataset)
     it, created = _iterator_resource(ctx)
     if created:
-        await it.start(_ds(dataset), pl.Env(ctx.session))
+        try:
+            await it.start(ds, pl.Env(ctx.session))
+        except BaseException:
+            ctx.resource_mgr(it.container).delete(it.container, it.name)  # (made anew next)
+            raise
+        st["dataset"] = ds
+        st["inputs_spent"] = True
     return _handle(it)
 
 

@@ -17,7 +17,10 @@ its own, as TF's client threads), which keeps `_DEPTH` requests of up to `_BATCH
 elements in flight to each task and fills a bounded buffer (`_Fetch`) the session's
 step takes from: a step finds its element ready without a thread hop.  A register op
 whose dataset feeds one OneShotIterator registers once per session (TF builds that
-dataset once, in the iterator's `dataset_factory`), not at each step.
+dataset once, in the iterator's `dataset_factory`), not at each step: in-process, the
+master stops running such a dataset's ops once the iterator is made
+(asyncflow/master.py); the id `register` keeps serves the steps of a remote task,
+which still run them.
 
 Invariants: a pass holds its connections only while it runs (closed and the job
 released in its `finally`); it never waits on the network without a bound other than
@@ -151,7 +154,8 @@ async def register(ctx, address, protocol) -> str:
 def _only_for_one_shot(op, limit: int = 1 << 10) -> bool:
     """Whether every use of `op`'s result ends in one OneShotIterator: TF builds that
     iterator's dataset once (in its `dataset_factory` function), so the register op
-    runs once per session, where here the iterator's input is evaluated each step.
+    runs once per session, where a remote task evaluates the iterator's input at
+    each step (the in-process master feeds it once the iterator is made).
     (Several iterators would each register anew in TF: not cached then.)"""
     stack, seen, iterators = [op], set(), set()
     while stack:
