@@ -129,8 +129,40 @@ async def _fused_matmul_add_n(ctx, *xs):
         operands = [products[o] if o >= 0 else addends[-1 - o] for o in attrs["order"]]
         add_n = get_op_def("AddN").kernel_for("CPU").fn
         return await add_n(plain_context(ctx), *operands)
+    if count == 2 and _JOIN_K and tas[0] and tas[1] and not (tbs[0] or tbs[1]):
+        return await ctx.compute(_joined_k, pairs, addends, shape, cost=macs / 5)
     runs = runs_for(count, macs)
     return await ctx.compute(blas.matmul_sum, pairs, addends, shape, runs, cost=macs / 5)
+
+
+# a1^T @ b1 + a2^T @ b2, the weight gradient of one layer applied to two batches (a
+# GAN's discriminator on the real and the generated batch, each [128,784]^T x
+# [128,256]), is [a1; a2]^T @ [b1; b2]: one gemm over K = k1 + k2, the rows of the two
+# batches stacked (a copy of both operands, under 1% of the multiply-adds' time at
+# these sizes).  One call over the longer K keeps C in registers across both batches
+# where two calls store it, load it again and add: measured on one thread at load ~4,
+# 2,977 us as two products and an add against 2,097 us joined.  The sum is rounded
+# once per K block rather than once per product: the unfused AddN's values to float32
+# rounding, not its bits (tests/test_matmul_rows.py).  _JOIN_K = False (or
+# ASYNCFLOW_MATMUL_ROWS=0, which turns the forward's merged rows off too): the sums
+# as before.
+_JOIN_K = os.environ.get("ASYNCFLOW_MATMUL_ROWS", "") in ("", "1")
+
+
+def _joined_k(pairs, addends, shape):
+    (a1, b1, _ta1, _tb1), (a2, b2, _ta2, _tb2) = pairs
+    k1 = a1.shape[0]
+    a = np.empty((k1 + a2.shape[0], a1.shape[1]), a1.dtype)
+    a[:k1] = a1
+    a[k1:] = a2
+    b = np.empty((k1 + b2.shape[0], b1.shape[1]), b1.dtype)
+    b[:k1] = b1
+    b[k1:] = b2
+    out = host_pool.empty(shape, a.dtype)
+    blas.gemm_into(out, a, b, True, False, 1.0, 0.0)
+    for x in addends:
+        np.add(out, x, out=out)
+    return out
 
 
 # -- the sum in step: each product beside its step's input gradient -------------------

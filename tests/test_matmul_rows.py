@@ -1,6 +1,8 @@
 """ops/matmul_ops.py's `merge_matmul_rows`: one layer (x @ W + b, ReLU) applied to two
 batches, as a GAN's discriminator reads the real and the generated batch, runs as one
-_FusedMatMulRows gemm over both batches' rows: the values the two _FusedMatMul nodes'
+_FusedMatMulRows gemm over both batches' rows, and its weight gradient, the sum of the
+two batches' products, as one gemm over both batches' rows (matmul_sum._joined_k): the
+values the two _FusedMatMul nodes'
 to float32 rounding (not bitwise: OpenBLAS computes a block's last rows with its edge
 kernels, and a batch's last rows are no longer last in the merged operand), against
 float64 NumPy, gradients against finite differences, and the kernels' own errors where
@@ -14,7 +16,7 @@ import pytest
 import asyncflow as af
 from asyncflow import errors
 from asyncflow.devices import cpu_budget
-from asyncflow.ops import blas, matmul_ops
+from asyncflow.ops import blas, matmul_ops, matmul_sum
 
 needs_blas = pytest.mark.skipif(
     not blas.available(np.float32), reason="NumPy's bundled OpenBLAS not found"
@@ -29,9 +31,10 @@ def _two_batches(monkeypatch, rows: bool, n=96, m=(64, 48), relu=True, add="bias
     """A dense layer of two placeholders' batches, its outputs and the gradients of a
     loss of both with respect to W and b: the plan's op types and the values."""
     monkeypatch.setattr(matmul_ops, "_ROWS", rows)
+    monkeypatch.setattr(matmul_sum, "_JOIN_K", rows)
     dtype = dtype or np.float32
     rng = np.random.default_rng(3)
-    k = 40
+    k = 48  # (the weight gradient, [k, n], large enough for the gemm path)
     with af.Graph().as_default():
         x1 = af.placeholder(dtype, [None, k])
         x2 = af.placeholder(dtype, [None, k])
@@ -64,8 +67,12 @@ def test_one_layer_on_two_batches_is_one_gemm_with_the_two_nodes_values(
 ):
     monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: threads)
     monkeypatch.setattr(cpu_budget, "_deterministic", True)
+    joined = []
+    real_join = matmul_sum._joined_k
+    monkeypatch.setattr(matmul_sum, "_joined_k", lambda *a: joined.append(1) or real_join(*a))
     types, merged, (x1, x2, w, b) = _two_batches(monkeypatch, True, relu=relu, add=add)
     assert types.count("_FusedMatMulRows") == 1 and "_FusedMatMul" not in types
+    assert types.count("_FusedMatMulAddN") == 1 and joined == [1]
     types, apart, _ = _two_batches(monkeypatch, False, relu=relu, add=add)
     assert "_FusedMatMulRows" not in types and types.count("_FusedMatMul") == 2
     for got, want in zip(merged, apart):
@@ -108,8 +115,10 @@ def test_narrow_layers_and_small_batches_keep_their_own_kernels(monkeypatch):
     types, small, _ = _two_batches(monkeypatch, True, m=(3, 2))
     assert types.count("_FusedMatMulRows") == 1
     _, apart, _ = _two_batches(monkeypatch, False, m=(3, 2))
-    for got, want in zip(small, apart):
+    for got, want in zip(small[:2], apart[:2]):  # (the outputs: each batch's own kernel)
         np.testing.assert_array_equal(got, want)
+    for got, want in zip(small[2:], apart[2:]):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6 * np.abs(want).max())
 
 
 def test_a_batch_of_the_wrong_width_fails_as_the_layer_alone(monkeypatch):

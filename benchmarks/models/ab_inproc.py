@@ -7,13 +7,14 @@ that other processes' load moves less than separate runs do (benchmarks/models/a
         --attr asyncflow.ops.matmul_sum:_PAIR_MIN=1000000
 
 `--attr MODULE:NAME=VALUE` is setting B: the module attribute at VALUE (a number, True
-or False), A its own value.  Each setting has its own session of the one graph, its plans
-compiled with the attribute at that setting's value (what graph passes and the lowering
-read), and the attribute is set again before each of its rounds (what kernels read at
-run time).  Each round runs 3 untimed steps then `--steps` timed ones under A and under
-B, in alternating order; the line gives the medians over rounds of ms per step, wall and
-CPU (`time.process_time`, all threads), B/A, and in how many rounds B's wall time was the
-lower.  Same graph, same feeds (models.py's).
+or False), A its own value; with several `--attr`, B sets them all.  Each setting has
+its own session of the one graph, its plans compiled with the attribute at that
+setting's value (what graph passes and the lowering read), and the attribute is set
+again before each of its rounds (what kernels read at run time).  Each round runs 3
+untimed steps then `--steps` timed ones under A and under B, in alternating order; the
+line gives the medians over rounds of ms per step, wall and CPU (`time.process_time`,
+all threads), B/A, and in how many rounds B's wall time was the lower.  Same graph, same
+feeds (models.py's).
 """
 
 from __future__ import annotations
@@ -45,15 +46,22 @@ def _number(text: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", choices=sorted(MODELS))
-    ap.add_argument("--attr", required=True, help="MODULE:NAME=VALUE, setting B")
+    ap.add_argument("--attr", required=True, action="append", help="MODULE:NAME=VALUE, setting B")
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--steps", type=int, default=10)
     args = ap.parse_args(argv)
-    target, text = args.attr.split("=", 1)
-    mod_name, attr = target.split(":")
     tf = _tf("asyncflow")
-    mod = importlib.import_module(mod_name)
-    values = (getattr(mod, attr), _number(text))
+    settings = []  # (module, name, (A's value, B's value))
+    for spec in args.attr:
+        target, text = spec.split("=", 1)
+        mod_name, attr = target.split(":")
+        mod = importlib.import_module(mod_name)
+        settings.append((mod, attr, (getattr(mod, attr), _number(text))))
+
+    def use(j: int) -> None:
+        for mod, attr, values in settings:
+            setattr(mod, attr, values[j])
+
     rng = np.random.default_rng(0)
     graph = tf.Graph()
     with graph.as_default():
@@ -62,8 +70,8 @@ def main(argv=None) -> int:
     batches = [dict(zip(feeds, batch())) for _ in range(4)]
     sessions = []
     try:
-        for value in values:
-            setattr(mod, attr, value)
+        for j in (0, 1):
+            use(j)
             s = tf.Session(graph=graph)
             sessions.append(s)
             s.run(init)
@@ -76,7 +84,7 @@ def main(argv=None) -> int:
         cpus: list[list[float]] = [[], []]
         for r in range(args.rounds):
             for j in (0, 1) if r % 2 == 0 else (1, 0):
-                setattr(mod, attr, values[j])
+                use(j)
                 s = sessions[j]
                 for k in range(3):
                     s.run(train, batches[k % 4])
@@ -86,14 +94,14 @@ def main(argv=None) -> int:
                 walls[j].append((time.perf_counter() - t0) / args.steps * 1e3)
                 cpus[j].append((time.process_time() - c0) / args.steps * 1e3)
     finally:
-        setattr(mod, attr, values[0])
+        use(0)
         for s in sessions:
             s.close()
     wa, wb = statistics.median(walls[0]), statistics.median(walls[1])
     ca, cb = statistics.median(cpus[0]), statistics.median(cpus[1])
     wins = sum(b < a for a, b in zip(walls[0], walls[1]))
     print(
-        f"{args.model}: A {wa:.3f} ms ({ca:.3f} CPU), B [{args.attr}] {wb:.3f} ms "
+        f"{args.model}: A {wa:.3f} ms ({ca:.3f} CPU), B [{' '.join(args.attr)}] {wb:.3f} ms "
         f"({cb:.3f} CPU), B/A {wb / wa:.3f}x ({cb / ca:.3f}x CPU), B faster in {wins}/"
         f"{args.rounds} rounds, load {os.getloadavg()[0]:.2f}"
     )
