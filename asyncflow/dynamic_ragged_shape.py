@@ -25,6 +25,11 @@ from asyncflow.type_spec import TypeSpec
 __all__ = ["DynamicRaggedShape", "RowPartitionSpec", "broadcast_dynamic_shape", "broadcast_to"]
 
 
+# tf.TensorSpec, which lives in a higher layer (framework_extras): composite_specs puts
+# it here, and registers DynamicRaggedShape's type_spec_from_value.
+_TENSOR_SPEC: list = []
+
+
 def _shape_dtype(dtype, message):
     """dtype (int32 or int64: a shape's), else ValueError(message)."""
     dtype = dtypes.as_dtype(dtype)
@@ -376,9 +381,7 @@ class _DynamicRaggedShapeSpec(TypeSpec):
 
     @property
     def _component_specs(self) -> tuple:
-        from asyncflow.framework_extras import TensorSpec
-
-        inner = TensorSpec([self._static_inner_shape.rank], self._dtype)
+        inner = _TENSOR_SPEC[0]([self._static_inner_shape.rank], self._dtype)
         return (inner, *self._row_partitions)
 
     def _to_components(self, value) -> tuple:
@@ -393,9 +396,7 @@ class _DynamicRaggedShapeSpec(TypeSpec):
 
     @property
     def _flat_tensor_specs(self) -> list:
-        from asyncflow.framework_extras import TensorSpec
-
-        return [TensorSpec(None, dtypes.variant)]
+        return [_TENSOR_SPEC[0](None, dtypes.variant)]
 
     def _to_tensor_list(self, value) -> list:
         """[a scalar variant]: ones(bool) of `value`'s inner shape, partitioned by its
@@ -465,7 +466,6 @@ def _register_with_nest():
     """nest.flatten(expand_composites=True) takes a DynamicRaggedShape apart as TF's:
     its inner shape, then each partition's row splits."""
     from asyncflow import nest
-    from asyncflow.composite_specs import register_type_spec_from_value
 
     def to_components(shape):
         return [shape.inner_shape, *(p.row_splits() for p in shape.row_partitions)]
@@ -474,7 +474,6 @@ def _register_with_nest():
         return like._type_spec._from_components(components)
 
     nest.register_composite(DynamicRaggedShape, to_components, from_components)
-    register_type_spec_from_value(DynamicRaggedShape, DynamicRaggedShape.Spec.from_value)
 
 
 _DynamicRaggedShapeSpec.__name__ = "DynamicRaggedShape.Spec"  # (TF's)
