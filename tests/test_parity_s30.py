@@ -4,7 +4,10 @@ tests/fixtures/parity_s30_tf.json (tests/fixtures/parity_s30_cases.py):
 - saved graphs as TF writes them: tf.saved_model.save, export_meta_graph and
   SavedModelBuilder with strip_default_attrs=True strip default-valued attrs from the
   graph's nodes and its functions', and the MetaGraphDef's stripped_op_list has the ops
-  used; loading fills the defaults back.
+  used; loading fills the defaults back;
+- static_rnn with sequence_length: TF's _rnn_step conds, so TF's output names;
+- DynamicRaggedShape.Spec's components and tensor list, nest and tf.function;
+- tfprof: Profiler.serialize_to_string() as TF's ProfileProto.
 """
 
 from __future__ import annotations
@@ -193,3 +196,37 @@ def test_dynamic_ragged_shape_from_tensor_list_refuses_other_tensors():
         with pytest.raises(ValueError, match="expects 1 items, but the provided tensor list "
                            "has 0 items"):  # fmt: skip
             spec._from_tensor_list([])
+
+
+# -- tfprof: Profiler.serialize_to_string --------------------------------------------------
+
+
+def test_profile_proto_has_tfs_field_numbers():
+    from asyncflow.protos import tfprof_log_pb2
+
+    assert C.proto_fields(tfprof_log_pb2) == TF["profile"]["fields"]
+
+
+def test_profiler_serialize_to_string_fills_what_tf_fills():
+    from asyncflow.protos.tfprof_log_pb2 import ProfileProto
+
+    got = C.profile_summary(ProfileProto.FromString(C.profile_case(tf)))
+    want = TF["profile"]["summary"]
+    # TF's runtime adds its own nodes (_arg_x_0_0, _retval_y_0_0) after the graph's;
+    # asyncflow runs MatMul and the add as one fused kernel (traced under "y"), so "mm"
+    # has no execution here.
+    assert got["nodes"]["mm"].pop("ran") is False
+    want["nodes"]["mm"].pop("ran")
+    assert got == want
+
+
+def test_profiler_serialize_to_string_without_steps():
+    from asyncflow.protos.tfprof_log_pb2 import ProfileProto
+
+    with tf.Graph().as_default() as g:
+        tf.constant(1.0, name="c")
+        pp = ProfileProto.FromString(tf.profiler.Profiler(g).serialize_to_string())
+    assert pp.has_trace and list(pp.steps) == []  # (TF: the graph has Python traces)
+    (node,) = pp.nodes.values()
+    got = (node.name, node.op, list(node.op_types), len(node.execs))
+    assert got == ("c", "Const", ["Const"], 0)
