@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asyncflow import dtypes, tensor_shape
+from asyncflow import dynamic_ragged_shape as _drs
 from asyncflow import graph as ops
 from asyncflow.framework_extras import TensorSpec
 from asyncflow.indexed_slices import IndexedSlices
@@ -176,8 +177,10 @@ class TensorArraySpec(TypeSpec):
         return cls(value.element_shape, value.dtype, value._dynamic_size, value._infer_shape)
 
 
+_drs._TENSOR_SPEC.append(TensorSpec)
 _FROM_VALUE: list[tuple[type, Callable]] = [
     (ops.Tensor, lambda t: TensorSpec(t.shape, t.dtype.base_dtype)),
+    (_drs.DynamicRaggedShape, _drs.DynamicRaggedShape.Spec.from_value),
     (SparseTensor, SparseTensorSpec.from_value),
     (RaggedTensor, RaggedTensorSpec.from_value),
     (IndexedSlices, IndexedSlicesSpec.from_value),

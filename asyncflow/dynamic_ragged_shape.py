@@ -25,6 +25,11 @@ from asyncflow.type_spec import TypeSpec
 __all__ = ["DynamicRaggedShape", "RowPartitionSpec", "broadcast_dynamic_shape", "broadcast_to"]
 
 
+# tf.TensorSpec, which lives in a higher layer (framework_extras): composite_specs puts
+# it here, and registers DynamicRaggedShape's type_spec_from_value.
+_TENSOR_SPEC: list = []
+
+
 def _shape_dtype(dtype, message):
     """dtype (int32 or int64: a shape's), else ValueError(message)."""
     dtype = dtypes.as_dtype(dtype)
@@ -371,6 +376,75 @@ class _DynamicRaggedShapeSpec(TypeSpec):
                 parts[i] = RowPartitionSpec(nrows, nvals, p.uniform_row_length, p.dtype)
         return cls(parts, inner, value.dtype)
 
+    # -- components (TF's: the inner shape, then the row partitions) and the tensor
+    # list (one variant: a ragged tensor of ones(bool) with this shape, encoded)
+
+    @property
+    def _component_specs(self) -> tuple:
+        inner = _TENSOR_SPEC[0]([self._static_inner_shape.rank], self._dtype)
+        return (inner, *self._row_partitions)
+
+    def _to_components(self, value) -> tuple:
+        return (value.inner_shape, *value.row_partitions)
+
+    def _from_components(self, components) -> DynamicRaggedShape:
+        inner, *parts = components
+        parts = [p if isinstance(p, RowPartition) else
+                 RowPartition.from_row_splits(p, validate=False) for p in parts]  # fmt: skip
+        return DynamicRaggedShape(parts, inner, dtype=self._dtype,
+                                  static_inner_shape=self._static_inner_shape)  # fmt: skip
+
+    @property
+    def _flat_tensor_specs(self) -> list:
+        return [_TENSOR_SPEC[0](None, dtypes.variant)]
+
+    def _to_tensor_list(self, value) -> list:
+        """[a scalar variant]: ones(bool) of `value`'s inner shape, partitioned by its
+        row partitions, as RaggedTensorToVariant encodes a ragged tensor (TF's)."""
+        with ops.name_scope(None, "ones", []) as scope:
+            fill = [value.inner_shape, _const(True, dtypes.bool)]
+            ones = ops.apply_op("Fill", fill, name=scope).outputs[0]
+        splits = [p.row_splits() for p in value.row_partitions]
+        with ops.name_scope(None, "RaggedToVariant", []):
+            encoded = ops.apply_op(
+                "RaggedTensorToVariant", [splits, ones],
+                {"RAGGED_RANK": len(splits), "batched_input": False},
+            ).outputs[0]  # fmt: skip
+        return [encoded]
+
+    def _from_tensor_list(self, tensor_list) -> DynamicRaggedShape:
+        """The DynamicRaggedShape `_to_tensor_list` encoded.
+
+        Raises:
+          ValueError: not one tensor of dtype variant (TF's messages).
+        """
+        head = "Cannot create a DynamicRaggedShape from the tensor list because"
+        if len(tensor_list) != 1:
+            raise ValueError(f"{head} the TypeSpec expects 1 items, but the provided "
+                             f"tensor list has {len(tensor_list)} items.")  # fmt: skip
+        if tensor_list[0].dtype != dtypes.variant:
+            raise ValueError(f"{head} item 0 ({tensor_list[0]!r}) is incompatible with the "
+                             f"expected TypeSpec {self._flat_tensor_specs[0]!r}.")  # fmt: skip
+        k = len(self._row_partitions)
+        with ops.name_scope(None, "RaggedFromVariant", []):
+            out = ops.apply_op(
+                "RaggedTensorFromVariant", [tensor_list[0]],
+                {"input_ragged_rank": k, "output_ragged_rank": k, "Tvalues": dtypes.bool,
+                 "Tsplits": self._dtype},
+            ).outputs  # fmt: skip
+        *splits, ones = out
+        # What TF's decoding keeps known: the shape's own dimensions (the first
+        # partition's rows, the inner shape's after its first where partitioned).
+        inner = self._static_inner_shape
+        if k and inner.rank is not None:
+            inner = tensor_shape.TensorShape([None]).concatenate(inner[1:])
+        ones.set_shape(inner)
+        if k and self._row_partitions[0].nrows is not None:
+            splits[0].set_shape([self._row_partitions[0].nrows + 1])
+        parts = [RowPartition.from_row_splits(s, validate=False) for s in splits]
+        return DynamicRaggedShape(parts, _op("Shape", ones, out_type=self._dtype),
+                                  dtype=self._dtype, static_inner_shape=inner)  # fmt: skip
+
     def _to_tensor_shape(self) -> tensor_shape.TensorShape:
         """The static shape of the values this spec describes."""
         if self.rank is None:
@@ -388,9 +462,24 @@ class _DynamicRaggedShapeSpec(TypeSpec):
         )
 
 
+def _register_with_nest():
+    """nest.flatten(expand_composites=True) takes a DynamicRaggedShape apart as TF's:
+    its inner shape, then each partition's row splits."""
+    from asyncflow import nest
+
+    def to_components(shape):
+        return [shape.inner_shape, *(p.row_splits() for p in shape.row_partitions)]
+
+    def from_components(like, components):
+        return like._type_spec._from_components(components)
+
+    nest.register_composite(DynamicRaggedShape, to_components, from_components)
+
+
 _DynamicRaggedShapeSpec.__name__ = "DynamicRaggedShape.Spec"  # (TF's)
 _DynamicRaggedShapeSpec.__qualname__ = "DynamicRaggedShape.Spec"
 DynamicRaggedShape.Spec = _DynamicRaggedShapeSpec
+_register_with_nest()
 
 
 # -- broadcasting

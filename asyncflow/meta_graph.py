@@ -37,6 +37,7 @@ from asyncflow import errors, graph_io
 from asyncflow import graph as ops
 from asyncflow import variables as variables_mod
 from asyncflow.graph import GraphKeys
+from asyncflow.op_default_gaps import NOT_TF_DEFAULTS
 from asyncflow.ops import control_flow_context_defs as cf_defs
 from asyncflow.ops import resource_variable_ops as rvo
 from asyncflow.partitioned_variables import SaveSliceInfo
@@ -45,12 +46,16 @@ from asyncflow.protos.graph_pb2 import GraphDef
 from asyncflow.protos.meta_graph_pb2 import CollectionDef, MetaGraphDef
 from asyncflow.protos.saver_pb2 import SaverDef
 from asyncflow.protos.variable_pb2 import VariableDef
-from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
+from asyncflow.registry import REQUIRED, ArgDef, OpDef, TypeConstraint, get_op_def
 from asyncflow.resource_variable import ResourceVariable
 
 __all__ = [
     "MetaGraphDef",
     "export_meta_graph",
+    "op_def_proto",
+    "strip_graph_default_valued_attrs",
+    "strip_graph_def_default_attrs",
+    "stripped_op_list_for_graph",
     "import_scoped_meta_graph",
     "read_meta_graph_file",
     "encode_meta_graph",
@@ -353,25 +358,165 @@ def _scoped_graph_def(graph_def: GraphDef, export_scope, clear_devices, strip_de
             new.device = ""
         if export_scope and "_class" in new.attr:
             del new.attr["_class"]
-        if strip_defaults:
-            _strip_default_attrs(new)
+    if strip_defaults:
+        strip_graph_def_default_attrs(out)
     return out
 
 
-def _strip_default_attrs(nd) -> None:
+def _default_attr_value(spec, op_type=None, key=None):
+    """The AttrValue of an attr's registered default; None where it has none (or, with
+    `op_type` and `key`, where TF 2.21's OpDef has another or none: op_default_gaps)."""
+    if op_type is not None and f"{op_type}.{key}" in NOT_TF_DEFAULTS:
+        return None
+    if isinstance(spec, TypeConstraint):
+        spec = spec.default
+    if spec is REQUIRED or spec is None:
+        return None
     try:
-        op_def = get_op_def(nd.op)
-    except KeyError:
+        return graph_io.attr_value(spec)
+    except TypeError:
+        return None
+
+
+# The function-call ops graphs and SavedModels hold, which import inlines rather than
+# registering them: their inputs, outputs and attrs as TF 2.21's OpDefs declare them.
+def _call_op_def(name: str) -> OpDef:
+    attrs = {"Tin": TypeConstraint(is_list=True), "Tout": TypeConstraint(is_list=True),
+             "f": REQUIRED, "config": "", "config_proto": "", "executor_type": ""}  # fmt: skip
+    args = [ArgDef.parse(spec, attrs) for spec in ("args: Tin", "output: Tout")]
+    return OpDef(name, args[:1], args[1:], attrs, None, stateful=name.startswith("Stateful"))
+
+
+_CALL_OPS = {name: _call_op_def(name) for name in ("PartitionedCall", "StatefulPartitionedCall")}
+
+
+def _op_def(op_type: str) -> OpDef:
+    """Registered op `op_type`'s OpDef (or a function-call op's).
+
+    Raises:
+      KeyError: not registered.
+    """
+    return _CALL_OPS.get(op_type) or get_op_def(op_type)
+
+
+def _strip_default_attrs(nd) -> None:
+    """Drop `nd`'s attrs whose value is its op's default (TF's
+    strip_default_attributes); importers fill them back from the op's defaults."""
+    try:
+        op_def = _op_def(nd.op)
+    except KeyError:  # a function call, or an op this build does not have
         return
     for key, spec in op_def.attrs.items():
-        if spec is REQUIRED or isinstance(spec, TypeConstraint) or spec is None:
-            continue
         if key in nd.attr:
-            try:
-                if graph_io.attr_value(spec) == nd.attr[key]:
-                    del nd.attr[key]
-            except TypeError:
-                pass
+            default = _default_attr_value(spec, nd.op, key)
+            if default is not None and default == nd.attr[key]:
+                del nd.attr[key]
+
+
+def strip_graph_default_valued_attrs(meta_graph_def) -> None:
+    """Strip default-valued attrs from the nodes of `meta_graph_def`'s graph and of its
+    library's functions, and mark it `stripped_default_attrs` (TF's function of that
+    name, which tf.saved_model.save and strip_default_attrs=True writers use)."""
+    strip_graph_def_default_attrs(meta_graph_def.graph_def)
+    meta_graph_def.meta_info_def.stripped_default_attrs = True
+
+
+def strip_graph_def_default_attrs(graph_def) -> None:
+    """`strip_graph_default_valued_attrs` on a GraphDef, in place (nodes and functions)."""
+    functions = {f.signature.name for f in graph_def.library.function}
+    for nd in graph_def.node:
+        if nd.op not in functions:
+            _strip_default_attrs(nd)
+    for fdef in graph_def.library.function:
+        for nd in fdef.node_def:
+            if nd.op not in functions:
+                _strip_default_attrs(nd)
+
+
+_ATTR_KINDS = {"s": "string", "i": "int", "f": "float", "b": "bool", "type": "type",
+               "shape": "shape", "tensor": "tensor", "func": "func"}  # fmt: skip
+
+
+def _attr_type(value) -> str:
+    """An AttrValue's OpDef attr type ("int", "list(type)", ...)."""
+    kind = value.WhichOneof("value")
+    if kind != "list":
+        return _ATTR_KINDS.get(kind, "string")
+    for field, name in _ATTR_KINDS.items():
+        if len(getattr(value.list, field)):
+            return f"list({name})"
+    return "list(int)"
+
+
+def op_def_proto(op_type: str, seen_attrs=None):
+    """The OpDef message of registered op `op_type` (as TF's stripped_op_list holds
+    them: no descriptions).  An attr without a default takes its type from
+    `seen_attrs` (attr name -> an AttrValue a node gave it), else "string".
+
+    Raises:
+      KeyError: `op_type` is not registered.
+    """
+    from asyncflow.protos.op_def_pb2 import OpDef as OpDefProto
+
+    op_def = _op_def(op_type)
+    seen_attrs = seen_attrs or {}
+    out = OpDefProto(name=op_type)
+    for args, field in ((op_def.inputs, out.input_arg), (op_def.outputs, out.output_arg)):
+        for arg in args:
+            a = field.add(name=arg.name, is_ref=arg.is_ref)
+            if arg.fixed_dtype is not None:
+                a.type = arg.fixed_dtype.as_datatype_enum
+            elif getattr(op_def.attrs.get(arg.type_attr), "is_list", False):
+                a.type_list_attr = arg.type_attr
+            else:
+                a.type_attr = arg.type_attr or ""
+            if arg.number_attr:
+                a.number_attr = arg.number_attr
+    for key, spec in op_def.attrs.items():
+        if key.startswith("_"):
+            continue
+        attr = out.attr.add(name=key)
+        default = _default_attr_value(spec, op_type, key)
+        if isinstance(spec, TypeConstraint):
+            attr.type = "list(type)" if spec.is_list else "type"
+            if spec.allowed is not None:
+                enums = sorted(d.as_datatype_enum for d in spec.allowed)
+                attr.allowed_values.list.type.extend(enums)
+        elif _default_attr_value(spec) is not None:
+            attr.type = _attr_type(_default_attr_value(spec))
+        elif key in seen_attrs:
+            attr.type = _attr_type(seen_attrs[key])
+        else:
+            attr.type = "string"
+        if default is not None:
+            attr.default_value.CopyFrom(default)
+    out.is_stateful = bool(op_def.stateful)
+    return out
+
+
+def stripped_op_list_for_graph(graph_def):
+    """The OpList of the registered ops `graph_def`'s nodes and functions use, by name
+    (TF's stripped_op_list_for_graph: a MetaGraphDef's meta_info_def.stripped_op_list)."""
+    from asyncflow.protos.op_def_pb2 import OpList
+
+    functions = {f.signature.name for f in graph_def.library.function}
+    seen: dict[str, dict] = {}
+    nodes = list(graph_def.node)
+    for fdef in graph_def.library.function:
+        nodes.extend(fdef.node_def)
+    for nd in nodes:
+        if nd.op not in functions:
+            attrs = seen.setdefault(nd.op, {})
+            for key, value in nd.attr.items():
+                attrs.setdefault(key, value)
+    out = OpList()
+    for name in sorted(seen):
+        try:
+            proto = op_def_proto(name, seen[name])
+        except KeyError:  # not registered here (TF leaves out what it cannot find too)
+            continue
+        out.op.add().CopyFrom(proto)
+    return out
 
 
 def _saver_def_message(saver_def) -> SaverDef:
@@ -425,6 +570,8 @@ def export_meta_graph(
     mg.graph_def.CopyFrom(
         _scoped_graph_def(graph_def, export_scope, clear_devices, strip_default_attrs)
     )
+    if not info.HasField("stripped_op_list"):
+        info.stripped_op_list.CopyFrom(stripped_op_list_for_graph(mg.graph_def))
     _collections(graph, collection_list, export_scope, mg)
     if saver_def is not None:
         sd = SaverDef()

@@ -68,6 +68,7 @@ class ResourceVariable(Variable):
             var_shape,
             shared_name=scope,
             name=scope + "/" if exact else base,
+            debug_name=scope + "/",
         )
         assert self._handle.op.name == scope, (self._handle.op.name, scope)
         # As TF's: the handle and the ops made for its initial value are colocated with

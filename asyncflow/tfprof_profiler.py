@@ -22,19 +22,25 @@ there, so it is left out of the result as TF leaves it out.
 from __future__ import annotations
 
 import copy
+import re
 import sys
 
 from asyncflow import errors
+from asyncflow.protos.tfprof_log_pb2 import ProfileProto
 from asyncflow.protos.tfprof_output_pb2 import AdviceProto
 from asyncflow.tfprof import (
     _DEFAULTS,
+    _float_ops,
     _fmt_time,
+    _function_at,
     _op_tree,
     _scope_tree,
+    _trainable,
+    _types,
     profile_graph,
 )
 
-__all__ = ["ALL_ADVICE", "AdviceProto", "Profiler", "advise"]
+__all__ = ["ALL_ADVICE", "AdviceProto", "ProfileProto", "Profiler", "advise", "profile_proto"]
 
 ALL_ADVICE = {
     "ExpensiveOperationChecker": {},
@@ -101,6 +107,129 @@ class Profiler:
     def advise(self, options):
         """Runs the checkers named in `options` over the added steps; an AdviceProto."""
         return _advise(self._graph, self._run_meta({"step": -1}), options, self._op_log)
+
+    def serialize_to_string(self) -> bytes:
+        """The profile as TF's ProfileProto bytes: the graph's nodes (attrs, inputs,
+        shapes, float ops, op types, the Python line that built each) and, per added
+        step, each node's execution (device, times, output memory)."""
+        return profile_proto(self._graph, self._steps, self._op_log).SerializeToString()
+
+
+_DEVICE_TYPE = re.compile(r"(device:)([A-Za-z_]+)(:\d+)$")
+
+
+def _canonical_device(name: str) -> str:
+    """tfprof's device name: the device type in lower case ("/...device:cpu:0")."""
+    return _DEVICE_TYPE.sub(lambda m: m.group(1) + m.group(2).lower() + m.group(3), name)
+
+
+def _input_name(text: str) -> tuple[str, int]:
+    name, _, index = text.partition(":")
+    return name, int(index or 0)
+
+
+def profile_proto(graph, steps: dict, op_log=None) -> ProfileProto:
+    """The ProfileProto of `graph` and its traced `steps` (step -> RunMetadata), as
+    TF 2.21's Profiler serialises: nodes by id in graph order (nodes a step ran that
+    the graph lacks after them), ids into `id_to_string` for the Python lines (0:
+    "none"), execution times and output memory per step."""
+    out = ProfileProto()
+    strings: dict[str, int] = {"none": 0}
+
+    def string_id(text: str) -> int:
+        return strings.setdefault(text, len(strings))
+
+    op_log = op_log or {}
+    if not isinstance(op_log, dict):
+        op_log = {e.name: e for e in op_log.log_entries}
+    trainable = _trainable(graph)
+    graph_def = graph.as_graph_def(add_shapes=True)
+    ops_by_name = {op.name: op for op in graph.get_operations()}
+    ids: dict[str, int] = {}
+    for nd in graph_def.node:
+        node = out.nodes[len(ids)]
+        node.id = ids[nd.name] = len(ids)
+        node.name, node.op = nd.name, nd.op
+        for key, value in nd.attr.items():
+            node.attrs[key].CopyFrom(value)
+        op = ops_by_name.get(nd.name)
+        if op is not None:
+            node.op_types.extend(sorted(set(_types(op, trainable, op_log))))
+            entry = op_log.get(op.name)
+            node.float_ops = entry.float_ops if entry is not None and entry.float_ops else (
+                _float_ops(op))  # fmt: skip
+            path, _, line = (op.traceback or "").rpartition(":")
+            if path and line.isdigit():
+                frame = node.trace.traces.add()
+                frame.file_id = string_id(path)
+                frame.lineno = int(line)
+                frame.function_id = string_id(_function_at(path, int(line)))
+                frame.func_start_line = -1
+        else:
+            node.op_types.append(nd.op)
+        if "_output_shapes" in nd.attr:
+            for i, shape in enumerate(nd.attr["_output_shapes"].list.shape):
+                if not shape.unknown_rank:  # (a scalar's is [1], as TF's)
+                    dims = [d.size for d in shape.dim] or [1]
+                    node.output_shapes[i].int64_values.extend(dims)
+        if "shape" in nd.attr and nd.attr["shape"].HasField("shape"):
+            shape = nd.attr["shape"].shape
+            if not shape.unknown_rank:
+                node.shape.extend(d.size for d in shape.dim)
+    for nd in graph_def.node:
+        node = out.nodes[ids[nd.name]]
+        for i, text in enumerate(t for t in nd.input if not t.startswith("^")):
+            name, index = _input_name(text)
+            if name in ids:
+                node.inputs[i] = ids[name]
+                node.src_output_index[ids[name]] = index
+    for step in sorted(steps):
+        out.steps.append(step)
+        for dev in steps[step].step_stats.dev_stats:
+            device = _canonical_device(dev.device)
+            for stats in dev.node_stats:
+                if stats.node_name not in ids:  # (a node of the runtime's own)
+                    extra = out.nodes[len(ids)]
+                    extra.id = ids[stats.node_name] = len(ids)
+                    extra.name = extra.op = stats.node_name
+                    extra.op_types.append(stats.node_name)
+                _add_exec(out.nodes[ids[stats.node_name]], step, device, stats)
+    out.has_trace = any(n.trace.traces for n in out.nodes.values())
+    for text, i in strings.items():
+        out.id_to_string[i] = text
+    return out
+
+
+def _add_exec(node, step: int, device: str, stats) -> None:
+    """One traced execution of `node` at `step` on `device` (NodeExecStats `stats`)."""
+    if device not in node.op_types:
+        types = sorted({*node.op_types, device})
+        del node.op_types[:]
+        node.op_types.extend(types)
+    node.canonical_device = node.host_device = device
+    ex = node.execs[step]
+    start = int(stats.all_start_micros)
+    micros = int(stats.all_end_rel_micros)
+    ex.run_count += 1
+    ex.all_start_micros = start if not ex.all_start_micros else min(ex.all_start_micros, start)
+    ex.latest_end_micros = max(ex.latest_end_micros, start + micros)
+    ex.cpu_execs[device].times.add().int64_values.extend([start, micros])
+    if device not in ex.devices:
+        ex.devices.append(device)
+    mem = ex.memory_execs.add()
+    mem.memory_micros = start + micros
+    for m in stats.memory:
+        mem.requested_bytes += m.total_bytes
+        mem.peak_bytes += m.peak_bytes
+        mem.residual_bytes += m.live_bytes
+    mem.host_persistent_bytes = int(stats.memory_stats.persistent_memory_size)
+    for out in stats.output:
+        alloc = out.tensor_description.allocation_description
+        nbytes = alloc.allocated_bytes or alloc.requested_bytes
+        mem.output_bytes += nbytes
+        slot = mem.output_memory[out.slot]
+        slot.bytes = nbytes
+        slot.ptr = alloc.ptr
 
 
 def _expensive_operations(graph, run_meta, op_log) -> list[str]:

@@ -99,7 +99,14 @@ MatMul = register_op(
     "MatMul",
     inputs=["a: T", "b: T"],
     outputs=["product: T"],
-    attrs={"T": _MATMUL_TYPES, "transpose_a": False, "transpose_b": False},
+    # grad_a/grad_b: TF 2.21's (set by its gradient graphs; no kernel reads them).
+    attrs={
+        "transpose_a": False,
+        "transpose_b": False,
+        "T": _MATMUL_TYPES,
+        "grad_a": False,
+        "grad_b": False,
+    },
     shape_fn=_matmul_shape,
 )
 

@@ -114,6 +114,7 @@ VarHandleOp = register_op(
         "dtype": ANY,
         "shape": REQUIRED,
         "allowed_devices": [],
+        "debug_name": "",  # (TF 2.21's: the variable's name scope, "w/")
     },
     shape_fn=_scalar,
     stateful=True,
@@ -413,13 +414,15 @@ async def _resource_as_ref(ctx, handle):
 # -- builders (TF's generated function names) ----------------------------------------------
 
 
-def var_handle_op(dtype, shape, container="", shared_name="", name=None, allowed_devices=()):
+def var_handle_op(dtype, shape, container="", shared_name="", name=None, allowed_devices=(),
+                  debug_name=""):  # fmt: skip
     attrs = {
         "dtype": dtypes.as_dtype(dtype),
         "shape": tensor_shape.as_shape(shape),
         "container": container,
         "shared_name": shared_name,
         "allowed_devices": list(allowed_devices),
+        "debug_name": debug_name,
     }
     return ops.apply_op("VarHandleOp", [], attrs, name=name).outputs[0]
 

@@ -22,9 +22,11 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from asyncflow.protos import attr_value_pb2 as asyncflow_dot_protos_dot_attr__value__pb2
+from asyncflow.protos import step_stats_pb2 as asyncflow_dot_protos_dot_step__stats__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!asyncflow/protos/tfprof_log.proto\x12\x1b\x61syncflow.tensorflow.tfprof\"\xd7\x01\n\x07\x43odeDef\x12:\n\x06traces\x18\x01 \x03(\x0b\x32*.asyncflow.tensorflow.tfprof.CodeDef.Trace\x1a\x8f\x01\n\x05Trace\x12\x0f\n\x07\x66ile_id\x18\x06 \x01(\x03\x12\x0e\n\x06lineno\x18\x02 \x01(\x05\x12\x13\n\x0b\x66unction_id\x18\x07 \x01(\x03\x12\x0f\n\x07line_id\x18\x08 \x01(\x03\x12\x17\n\x0f\x66unc_start_line\x18\x05 \x01(\x05J\x04\x08\x01\x10\x02J\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05R\x04\x66ileR\x08\x66unctionR\x04line\"t\n\nOpLogEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tfloat_ops\x18\x02 \x01(\x03\x12\r\n\x05types\x18\x03 \x03(\t\x12\x36\n\x08\x63ode_def\x18\x04 \x01(\x0b\x32$.asyncflow.tensorflow.tfprof.CodeDef\"\xcc\x01\n\nOpLogProto\x12<\n\x0blog_entries\x18\x01 \x03(\x0b\x32\'.asyncflow.tensorflow.tfprof.OpLogEntry\x12M\n\x0cid_to_string\x18\x02 \x03(\x0b\x32\x37.asyncflow.tensorflow.tfprof.OpLogProto.IdToStringEntry\x1a\x31\n\x0fIdToStringEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!asyncflow/protos/tfprof_log.proto\x12\x1b\x61syncflow.tensorflow.tfprof\x1a!asyncflow/protos/attr_value.proto\x1a!asyncflow/protos/step_stats.proto\"\xd7\x01\n\x07\x43odeDef\x12:\n\x06traces\x18\x01 \x03(\x0b\x32*.asyncflow.tensorflow.tfprof.CodeDef.Trace\x1a\x8f\x01\n\x05Trace\x12\x0f\n\x07\x66ile_id\x18\x06 \x01(\x03\x12\x0e\n\x06lineno\x18\x02 \x01(\x05\x12\x13\n\x0b\x66unction_id\x18\x07 \x01(\x03\x12\x0f\n\x07line_id\x18\x08 \x01(\x03\x12\x17\n\x0f\x66unc_start_line\x18\x05 \x01(\x05J\x04\x08\x01\x10\x02J\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05R\x04\x66ileR\x08\x66unctionR\x04line\"t\n\nOpLogEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tfloat_ops\x18\x02 \x01(\x03\x12\r\n\x05types\x18\x03 \x03(\t\x12\x36\n\x08\x63ode_def\x18\x04 \x01(\x0b\x32$.asyncflow.tensorflow.tfprof.CodeDef\"\xcc\x01\n\nOpLogProto\x12<\n\x0blog_entries\x18\x01 \x03(\x0b\x32\'.asyncflow.tensorflow.tfprof.OpLogEntry\x12M\n\x0cid_to_string\x18\x02 \x03(\x0b\x32\x37.asyncflow.tensorflow.tfprof.OpLogProto.IdToStringEntry\x1a\x31\n\x0fIdToStringEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xf2\x02\n\x0cProfileProto\x12\x43\n\x05nodes\x18\x01 \x03(\x0b\x32\x34.asyncflow.tensorflow.tfprof.ProfileProto.NodesEntry\x12\x11\n\thas_trace\x18\x02 \x01(\x08\x12\x1f\n\x17miss_accelerator_stream\x18\x05 \x01(\x08\x12\r\n\x05steps\x18\x03 \x03(\x03\x12O\n\x0cid_to_string\x18\x04 \x03(\x0b\x32\x39.asyncflow.tensorflow.tfprof.ProfileProto.IdToStringEntry\x1aV\n\nNodesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x37\n\x05value\x18\x02 \x01(\x0b\x32(.asyncflow.tensorflow.tfprof.ProfileNode:\x02\x38\x01\x1a\x31\n\x0fIdToStringEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xcb\t\n\x0bProfileNode\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02op\x18\t \x01(\t\x12\n\n\x02id\x18\r \x01(\x03\x12\x44\n\x06inputs\x18\x02 \x03(\x0b\x32\x34.asyncflow.tensorflow.tfprof.ProfileNode.InputsEntry\x12O\n\x0cinput_shapes\x18\x10 \x03(\x0b\x32\x39.asyncflow.tensorflow.tfprof.ProfileNode.InputShapesEntry\x12\x46\n\x07outputs\x18\x03 \x03(\x0b\x32\x35.asyncflow.tensorflow.tfprof.ProfileNode.OutputsEntry\x12Q\n\routput_shapes\x18\x0f \x03(\x0b\x32:.asyncflow.tensorflow.tfprof.ProfileNode.OutputShapesEntry\x12V\n\x10src_output_index\x18\x0e \x03(\x0b\x32<.asyncflow.tensorflow.tfprof.ProfileNode.SrcOutputIndexEntry\x12\r\n\x05shape\x18\x04 \x03(\x03\x12\x10\n\x08op_types\x18\x05 \x03(\t\x12\x18\n\x10\x63\x61nonical_device\x18\x06 \x01(\t\x12\x13\n\x0bhost_device\x18\x07 \x01(\t\x12\x11\n\tfloat_ops\x18\x08 \x01(\x03\x12\x33\n\x05trace\x18\n \x01(\x0b\x32$.asyncflow.tensorflow.tfprof.CodeDef\x12\x42\n\x05\x61ttrs\x18\x0b \x03(\x0b\x32\x33.asyncflow.tensorflow.tfprof.ProfileNode.AttrsEntry\x12\x42\n\x05\x65xecs\x18\x0c \x03(\x0b\x32\x33.asyncflow.tensorflow.tfprof.ProfileNode.ExecsEntry\x1a-\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1aV\n\x10InputShapesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".asyncflow.tensorflow.tfprof.Tuple:\x02\x38\x01\x1a.\n\x0cOutputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1aW\n\x11OutputShapesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".asyncflow.tensorflow.tfprof.Tuple:\x02\x38\x01\x1a\x35\n\x13SrcOutputIndexEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x1aM\n\nAttrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.asyncflow.tensorflow.AttrValue:\x02\x38\x01\x1aV\n\nExecsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x37\n\x05value\x18\x02 \x01(\x0b\x32(.asyncflow.tensorflow.tfprof.ExecProfile:\x02\x38\x01\"\xc0\x04\n\x0b\x45xecProfile\x12\x11\n\trun_count\x18\x01 \x01(\x03\x12\x18\n\x10\x61ll_start_micros\x18\x02 \x01(\x03\x12\x19\n\x11latest_end_micros\x18\x03 \x01(\x03\x12Y\n\x11\x61\x63\x63\x65lerator_execs\x18\x04 \x03(\x0b\x32>.asyncflow.tensorflow.tfprof.ExecProfile.AcceleratorExecsEntry\x12I\n\tcpu_execs\x18\x05 \x03(\x0b\x32\x36.asyncflow.tensorflow.tfprof.ExecProfile.CpuExecsEntry\x12=\n\x0cmemory_execs\x18\x07 \x03(\x0b\x32\'.asyncflow.tensorflow.tfprof.ExecMemory\x12;\n\x0b\x61llocations\x18\x0b \x03(\x0b\x32&.asyncflow.tensorflow.AllocationRecord\x12\x0f\n\x07\x64\x65vices\x18\x06 \x03(\t\x1a^\n\x15\x41\x63\x63\x65leratorExecsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x34\n\x05value\x18\x02 \x01(\x0b\x32%.asyncflow.tensorflow.tfprof.ExecTime:\x02\x38\x01\x1aV\n\rCpuExecsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x34\n\x05value\x18\x02 \x01(\x0b\x32%.asyncflow.tensorflow.tfprof.ExecTime:\x02\x38\x01\"=\n\x08\x45xecTime\x12\x31\n\x05times\x18\x01 \x03(\x0b\x32\".asyncflow.tensorflow.tfprof.Tuple\"\xc8\x03\n\nExecMemory\x12\x15\n\rmemory_micros\x18\x01 \x01(\x03\x12\x17\n\x0fhost_temp_bytes\x18\x02 \x01(\x03\x12\x1d\n\x15host_persistent_bytes\x18\x03 \x01(\x03\x12\x1e\n\x16\x61\x63\x63\x65lerator_temp_bytes\x18\x04 \x01(\x03\x12$\n\x1c\x61\x63\x63\x65lerator_persistent_bytes\x18\x05 \x01(\x03\x12\x17\n\x0frequested_bytes\x18\x06 \x01(\x03\x12\x12\n\npeak_bytes\x18\x07 \x01(\x03\x12\x16\n\x0eresidual_bytes\x18\x08 \x01(\x03\x12\x14\n\x0coutput_bytes\x18\t \x01(\x03\x12\x1e\n\x16\x61llocator_bytes_in_use\x18\n \x01(\x03\x12P\n\routput_memory\x18\x0b \x03(\x0b\x32\x39.asyncflow.tensorflow.tfprof.ExecMemory.OutputMemoryEntry\x1aX\n\x11OutputMemoryEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\x32\n\x05value\x18\x02 \x01(\x0b\x32#.asyncflow.tensorflow.tfprof.Memory:\x02\x38\x01\"\x1d\n\x05Tuple\x12\x14\n\x0cint64_values\x18\x01 \x03(\x03\"$\n\x06Memory\x12\r\n\x05\x62ytes\x18\x01 \x01(\x03\x12\x0b\n\x03ptr\x18\x02 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,14 +35,76 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_OPLOGPROTO_IDTOSTRINGENTRY']._loaded_options = None
   _globals['_OPLOGPROTO_IDTOSTRINGENTRY']._serialized_options = b'8\001'
-  _globals['_CODEDEF']._serialized_start=67
-  _globals['_CODEDEF']._serialized_end=282
-  _globals['_CODEDEF_TRACE']._serialized_start=139
-  _globals['_CODEDEF_TRACE']._serialized_end=282
-  _globals['_OPLOGENTRY']._serialized_start=284
-  _globals['_OPLOGENTRY']._serialized_end=400
-  _globals['_OPLOGPROTO']._serialized_start=403
-  _globals['_OPLOGPROTO']._serialized_end=607
-  _globals['_OPLOGPROTO_IDTOSTRINGENTRY']._serialized_start=558
-  _globals['_OPLOGPROTO_IDTOSTRINGENTRY']._serialized_end=607
+  _globals['_PROFILEPROTO_NODESENTRY']._loaded_options = None
+  _globals['_PROFILEPROTO_NODESENTRY']._serialized_options = b'8\001'
+  _globals['_PROFILEPROTO_IDTOSTRINGENTRY']._loaded_options = None
+  _globals['_PROFILEPROTO_IDTOSTRINGENTRY']._serialized_options = b'8\001'
+  _globals['_PROFILENODE_INPUTSENTRY']._loaded_options = None
+  _globals['_PROFILENODE_INPUTSENTRY']._serialized_options = b'8\001'
+  _globals['_PROFILENODE_INPUTSHAPESENTRY']._loaded_options = None
+  _globals['_PROFILENODE_INPUTSHAPESENTRY']._serialized_options = b'8\001'
+  _globals['_PROFILENODE_OUTPUTSENTRY']._loaded_options = None
+  _globals['_PROFILENODE_OUTPUTSENTRY']._serialized_options = b'8\001'
+  _globals['_PROFILENODE_OUTPUTSHAPESENTRY']._loaded_options = None
+  _globals['_PROFILENODE_OUTPUTSHAPESENTRY']._serialized_options = b'8\001'
+  _globals['_PROFILENODE_SRCOUTPUTINDEXENTRY']._loaded_options = None
+  _globals['_PROFILENODE_SRCOUTPUTINDEXENTRY']._serialized_options = b'8\001'
+  _globals['_PROFILENODE_ATTRSENTRY']._loaded_options = None
+  _globals['_PROFILENODE_ATTRSENTRY']._serialized_options = b'8\001'
+  _globals['_PROFILENODE_EXECSENTRY']._loaded_options = None
+  _globals['_PROFILENODE_EXECSENTRY']._serialized_options = b'8\001'
+  _globals['_EXECPROFILE_ACCELERATOREXECSENTRY']._loaded_options = None
+  _globals['_EXECPROFILE_ACCELERATOREXECSENTRY']._serialized_options = b'8\001'
+  _globals['_EXECPROFILE_CPUEXECSENTRY']._loaded_options = None
+  _globals['_EXECPROFILE_CPUEXECSENTRY']._serialized_options = b'8\001'
+  _globals['_EXECMEMORY_OUTPUTMEMORYENTRY']._loaded_options = None
+  _globals['_EXECMEMORY_OUTPUTMEMORYENTRY']._serialized_options = b'8\001'
+  _globals['_CODEDEF']._serialized_start=137
+  _globals['_CODEDEF']._serialized_end=352
+  _globals['_CODEDEF_TRACE']._serialized_start=209
+  _globals['_CODEDEF_TRACE']._serialized_end=352
+  _globals['_OPLOGENTRY']._serialized_start=354
+  _globals['_OPLOGENTRY']._serialized_end=470
+  _globals['_OPLOGPROTO']._serialized_start=473
+  _globals['_OPLOGPROTO']._serialized_end=677
+  _globals['_OPLOGPROTO_IDTOSTRINGENTRY']._serialized_start=628
+  _globals['_OPLOGPROTO_IDTOSTRINGENTRY']._serialized_end=677
+  _globals['_PROFILEPROTO']._serialized_start=680
+  _globals['_PROFILEPROTO']._serialized_end=1050
+  _globals['_PROFILEPROTO_NODESENTRY']._serialized_start=913
+  _globals['_PROFILEPROTO_NODESENTRY']._serialized_end=999
+  _globals['_PROFILEPROTO_IDTOSTRINGENTRY']._serialized_start=628
+  _globals['_PROFILEPROTO_IDTOSTRINGENTRY']._serialized_end=677
+  _globals['_PROFILENODE']._serialized_start=1053
+  _globals['_PROFILENODE']._serialized_end=2280
+  _globals['_PROFILENODE_INPUTSENTRY']._serialized_start=1788
+  _globals['_PROFILENODE_INPUTSENTRY']._serialized_end=1833
+  _globals['_PROFILENODE_INPUTSHAPESENTRY']._serialized_start=1835
+  _globals['_PROFILENODE_INPUTSHAPESENTRY']._serialized_end=1921
+  _globals['_PROFILENODE_OUTPUTSENTRY']._serialized_start=1923
+  _globals['_PROFILENODE_OUTPUTSENTRY']._serialized_end=1969
+  _globals['_PROFILENODE_OUTPUTSHAPESENTRY']._serialized_start=1971
+  _globals['_PROFILENODE_OUTPUTSHAPESENTRY']._serialized_end=2058
+  _globals['_PROFILENODE_SRCOUTPUTINDEXENTRY']._serialized_start=2060
+  _globals['_PROFILENODE_SRCOUTPUTINDEXENTRY']._serialized_end=2113
+  _globals['_PROFILENODE_ATTRSENTRY']._serialized_start=2115
+  _globals['_PROFILENODE_ATTRSENTRY']._serialized_end=2192
+  _globals['_PROFILENODE_EXECSENTRY']._serialized_start=2194
+  _globals['_PROFILENODE_EXECSENTRY']._serialized_end=2280
+  _globals['_EXECPROFILE']._serialized_start=2283
+  _globals['_EXECPROFILE']._serialized_end=2859
+  _globals['_EXECPROFILE_ACCELERATOREXECSENTRY']._serialized_start=2677
+  _globals['_EXECPROFILE_ACCELERATOREXECSENTRY']._serialized_end=2771
+  _globals['_EXECPROFILE_CPUEXECSENTRY']._serialized_start=2773
+  _globals['_EXECPROFILE_CPUEXECSENTRY']._serialized_end=2859
+  _globals['_EXECTIME']._serialized_start=2861
+  _globals['_EXECTIME']._serialized_end=2922
+  _globals['_EXECMEMORY']._serialized_start=2925
+  _globals['_EXECMEMORY']._serialized_end=3381
+  _globals['_EXECMEMORY_OUTPUTMEMORYENTRY']._serialized_start=3293
+  _globals['_EXECMEMORY_OUTPUTMEMORYENTRY']._serialized_end=3381
+  _globals['_TUPLE']._serialized_start=3383
+  _globals['_TUPLE']._serialized_end=3412
+  _globals['_MEMORY']._serialized_start=3414
+  _globals['_MEMORY']._serialized_end=3450
 # @@protoc_insertion_point(module_scope)

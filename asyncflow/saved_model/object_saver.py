@@ -56,7 +56,11 @@ from asyncflow.composite_specs import IndexedSlicesSpec, type_spec_from_value
 from asyncflow.framework_extras import TensorSpec, make_ndarray, make_tensor_proto
 from asyncflow.graph_io import GRAPH_DEF_VERSION
 from asyncflow.indexed_slices import IndexedSlices
-from asyncflow.meta_graph import TENSORFLOW_VERSION
+from asyncflow.meta_graph import (
+    TENSORFLOW_VERSION,
+    strip_graph_default_valued_attrs,
+    stripped_op_list_for_graph,
+)
 from asyncflow.ops import array_ops, io_ops
 from asyncflow.protos import saved_object_graph_pb2 as sog
 from asyncflow.protos.saved_model_pb2 import SavedModel
@@ -676,6 +680,7 @@ def _meta_graph(saver: _Saver, mg, built, object_graph) -> None:
                 shape=obj.shape,
                 shared_name=name,
                 container="",
+                debug_name=name + "/",
             )
     init_calls = _resource_nodes(saver, mg, object_graph, handles)
     n_calls = 0
@@ -721,6 +726,9 @@ def _meta_graph(saver: _Saver, mg, built, object_graph) -> None:
     init.tensor_shape.unknown_rank = True
     mg.meta_info_def.tags.append("serve")
     mg.meta_info_def.tensorflow_version = TENSORFLOW_VERSION
+    # As TF's save: default-valued attrs stripped (graph and functions), the ops used.
+    strip_graph_default_valued_attrs(mg)
+    mg.meta_info_def.stripped_op_list.CopyFrom(stripped_op_list_for_graph(gd))
 
 
 def save(obj, export_dir, signatures=None, options=None):
