@@ -13,7 +13,6 @@ from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import var_scope as vs
 from asyncflow.ops import array_ops, math_ops, reduction_ops
-from asyncflow.ops.control_flow_cond import cond
 from asyncflow.ops.control_flow_ops import while_loop
 from asyncflow.ops.tensor_array_ops import TensorArray
 
@@ -52,42 +51,6 @@ def _copy_through(time, sequence_length, flat_zero_output, flat_state, new_outpu
     for s, old in zip(states, flat_state):
         s.set_shape(old.shape)
     return outs, states
-
-
-def _rnn_step(time, sequence_length, min_length, max_length, zero_output, state, call_cell):
-    """One step of static_rnn with sequence lengths, as TF's `_rnn_step`: a cond on
-    `time >= max_length` (every row done: the zero output and the state carried over)
-    whose other branch runs the cell, then a cond on `time < min_length` (no row done:
-    its results as they are) or the selects copying the finished rows through.  The
-    results are the outer cond's Merges ("rnn/cond_2/Merge_1"), as TF's."""
-    flat_zero_output = nest.flatten(zero_output)
-    flat_state = nest.flatten(state)
-    n_out = len(flat_zero_output)
-
-    def copy_some_through(flat_new_output, flat_new_state):
-        outs, states = _copy_through(
-            time, sequence_length, flat_zero_output, flat_state, flat_new_output, flat_new_state
-        )
-        return outs + states
-
-    def maybe_copy_some_through():
-        new_output, new_state = call_cell()
-        nest.assert_same_structure(zero_output, new_output)
-        nest.assert_same_structure(state, new_state)
-        flat_new_output, flat_new_state = nest.flatten(new_output), nest.flatten(new_state)
-        return cond(
-            time < min_length,
-            lambda: flat_new_output + flat_new_state,
-            lambda: copy_some_through(flat_new_output, flat_new_state),
-        )
-
-    final = cond(
-        time >= max_length, lambda: flat_zero_output + flat_state, maybe_copy_some_through
-    )
-    for t, like in zip(final, flat_zero_output + flat_state):
-        t.set_shape(like.shape)
-    output = nest.pack_sequence_as(zero_output, final[:n_out])
-    return output, nest.pack_sequence_as(state, final[n_out:])
 
 
 def _assert_like_rnncell(name, cell):
@@ -327,25 +290,23 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
                 )
                 for s in nest.flatten(cell.output_size)
             ]
-            min_length = reduction_ops.reduce_min(sequence_length)
-            max_length = reduction_ops.reduce_max(sequence_length)
         for t, x in enumerate(inputs):
             if t > 0:
                 # Steps after the first share the first's variables, even a cell's that
                 # calls tf.get_variable itself (TF's static_rnn does the same).
                 varscope.reuse_variables()
+            output, new_state = cell(x, state)
             if sequence_length is not None:
-                output, new_state = _rnn_step(
+                flat_out, flat_state = _copy_through(
                     t,
                     sequence_length,
-                    min_length,
-                    max_length,
-                    nest.pack_sequence_as(cell.output_size, zero_out),
-                    state,
-                    lambda x=x, state=state: cell(x, state),
+                    zero_out,
+                    nest.flatten(state),
+                    nest.flatten(output),
+                    nest.flatten(new_state),
                 )
-            else:
-                output, new_state = cell(x, state)
+                output = nest.pack_sequence_as(output, flat_out)
+                new_state = nest.pack_sequence_as(state, flat_state)
             state = new_state
             outputs.append(output)
         return outputs, state

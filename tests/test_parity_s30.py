@@ -5,7 +5,8 @@ tests/fixtures/parity_s30_tf.json (tests/fixtures/parity_s30_cases.py):
   SavedModelBuilder with strip_default_attrs=True strip default-valued attrs from the
   graph's nodes and its functions', and the MetaGraphDef's stripped_op_list has the ops
   used; loading fills the defaults back;
-- static_rnn with sequence_length: TF's _rnn_step conds, so TF's output names;
+- static_rnn with sequence_length: TF's values, gradients and variables (not its
+  output names: see the test);
 - DynamicRaggedShape.Spec's components and tensor list, nest and tf.function;
 - tfprof: Profiler.serialize_to_string() as TF's ProfileProto.
 """
@@ -161,15 +162,18 @@ def test_attrs_without_tf_default_are_kept():
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_static_rnn_sequence_length_names_and_values_as_tf(kind):
+def test_static_rnn_sequence_length_values_as_tf(kind):
     import numpy as np
 
     got = C.rnn_case(tf, kind)
     want = TF["static_rnn"][kind]
-    # TF's _rnn_step: the outer cond's Merges, fed by the inner cond's Merge and the
-    # Switch carrying the old state through (every row done).
-    for key in ("outputs", "state", "variables"):
-        assert got[key] == want[key], key
+    # TF's _rnn_step steps through two conds per step (every row done: zeros and the
+    # old state; none done: the cell's results; else the selects), so its outputs are
+    # Merges (rnn/cond_2/Merge_1).  Here every step is the selects, which give the same
+    # values: as conds, the dynamic_rnn tutorial's step (benchmarks/models, lstm_seqlen)
+    # took 1.75x the CPU (the cells' fused programs cannot span the branches).  So the
+    # names differ from TF's (`got["outputs"]`, `got["state"]`); the values do not.
+    assert got["variables"] == want["variables"]
     for key in ("output_values", "state_values", "grads"):
         np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-6, err_msg=key)
 
