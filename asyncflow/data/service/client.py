@@ -19,6 +19,11 @@ step takes from: a step finds its element ready without a thread hop.  A registe
 whose dataset feeds one OneShotIterator registers once per session (TF builds that
 dataset once, in the iterator's `dataset_factory`), not at each step.
 
+A pass whose dispatcher is lost keeps reading the tasks it knows from their workers
+and connects to the dispatcher again (a fault-tolerant dispatcher started again on its
+address knows the job); only when it needs the dispatcher to go on (every task it
+knows ended) does it wait for it, at most `DISPATCHER_WAIT_S`.
+
 Invariants: a pass holds its connections only while it runs (closed and the job
 released in its `finally`); it never waits on the network without a bound other than
 a worker producing an element (the wire's keep-alive bounds a silent peer).
@@ -45,6 +50,8 @@ _REFRESH_S = 0.5  # how often a pass asks the dispatcher for the job's tasks
 _DEPTH = 2  # requests in flight to each task when max_outstanding_requests is AUTOTUNE
 _BATCH = 64  # elements asked for in each of them (a worker sends those it has ready)
 _BUFFER = 256  # elements a pass keeps fetched ahead of its consumer (AUTOTUNE)
+DISPATCHER_WAIT_S = 60.0  # how long a pass that needs a lost dispatcher waits for it
+_RETRY_MIN_S, _RETRY_MAX_S = 0.05, 1.0  # between tries to reach a lost dispatcher
 
 
 def parse_address(address: str, protocol: str = "") -> tuple[str, int]:
@@ -65,9 +72,9 @@ def parse_address(address: str, protocol: str = "") -> tuple[str, int]:
         raise errors.InvalidArgumentError(None, None, str(e)) from None
 
 
-async def _connect(address: str, secret: bytes, protocol: str = ""):
+async def _connect(address: str, secret: bytes, protocol: str = "", wait_s=_CONNECT_S):
     host, port = parse_address(address, protocol)
-    return await wire.connect(host, port, secret, _no_requests, wait_s=_CONNECT_S)
+    return await wire.connect(host, port, secret, _no_requests, wait_s=wait_s)
 
 
 def _no_requests(conn, kind, rid, meta, payload) -> None:
@@ -334,6 +341,7 @@ class ServiceRead(pl.DatasetValue):
         finally:
             if reader is not None:  # (a pass left early: its requests in flight go)
                 reader.close()
+                dispatcher = reader.dispatcher  # (the one it reconnected to, if any)
             if job is not None and dispatcher.closed is None:
                 try:
                     await asyncio.wait_for(p.call(dispatcher, "release", {"job": job}), 5.0)
@@ -481,9 +489,30 @@ class _Reader:
         self.refreshed = -1.0
         self.inflight: dict[int, collections.deque] = {}  # task -> its requests' futures
         self.got: dict[int, collections.deque] = {}  # task -> elements received, not given
+        self.reconnecting: asyncio.Task | None = None  # to a lost dispatcher
 
-    async def refresh(self) -> None:
-        reply, _ = await p.call(self.dispatcher, "tasks", {"job": self.job})
+    async def refresh(self, wait: bool = True) -> None:
+        """Learn the job's tasks from the dispatcher.  When it is lost: reconnect,
+        waiting for that (at most DISPATCHER_WAIT_S) if `wait`, else going on with
+        the tasks known while it reconnects.
+
+        Raises UnavailableError when a lost dispatcher was waited for in vain."""
+        while True:
+            conn = self.dispatcher
+            if conn.closed is None:
+                try:
+                    reply, _ = await p.call(conn, "tasks", {"job": self.job})
+                    break
+                except (errors.UnavailableError, errors.CancelledError):
+                    if conn.closed is None:
+                        raise  # (the dispatcher's own answer)
+            if self.reconnecting is None or self.reconnecting.done():
+                self.reconnecting = asyncio.ensure_future(self._reconnect())
+                self.reconnecting.add_done_callback(_quiet)
+            if not wait:
+                self.refreshed = asyncio.get_running_loop().time()
+                return
+            await asyncio.shield(self.reconnecting)
         listed = reply.get("tasks")
         if not isinstance(listed, list):
             raise p.bad("tasks")
@@ -496,6 +525,31 @@ class _Reader:
         self.tasks = {t: a for t, a in now.items() if t not in self.lost}
         self.had_tasks |= bool(self.tasks)
         self.refreshed = asyncio.get_running_loop().time()
+
+    async def _reconnect(self) -> None:
+        """Connect to the dispatcher again (`self.dispatcher`), trying for at most
+        DISPATCHER_WAIT_S.
+
+        Raises UnavailableError when it cannot be reached."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DISPATCHER_WAIT_S
+        delay = _RETRY_MIN_S
+        while True:
+            try:
+                wait_s = max(0.1, min(2.0, deadline - loop.time()))
+                self.dispatcher = await _connect(
+                    self.read.address, self.secret, self.read.protocol, wait_s
+                )
+                return
+            except errors.UnavailableError:
+                if loop.time() + delay > deadline:
+                    raise errors.UnavailableError(
+                        None, None, f"Lost the tf.data service dispatcher at "
+                        f"{self.read.address} and could not reach it again in "
+                        f"{DISPATCHER_WAIT_S:g} s"
+                    ) from None  # fmt: skip
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, _RETRY_MAX_S)
 
     async def _worker(self, address: str) -> wire.Connection:
         conn = self.workers.get(address)
@@ -566,6 +620,8 @@ class _Reader:
     def close(self) -> None:
         for task in list(self.inflight):
             self._drop(task)
+        if self.reconnecting is not None:
+            self.reconnecting.cancel()
 
     async def _open(self) -> bool:
         """Whether there are unended tasks (asking the dispatcher again when none is
@@ -579,7 +635,7 @@ class _Reader:
             now = asyncio.get_running_loop().time()
             if live and now - self.refreshed < _REFRESH_S:
                 return True
-            await self.refresh()
+            await self.refresh(wait=not live)
             if any(t not in self.ended for t in self.tasks):
                 return True
             if self.tasks:
