@@ -2,8 +2,12 @@
 `fault_tolerant_mode=True` journals its state, and one started again on the same port
 and work_dir resumes it while consumers keep reading from the workers, against TF
 2.21's recorded reads (tests/fixtures/data_service_ft_tf.json, recorded by
-tests/fixtures/data_service_ft_cases.py); the journal's bounds and damage."""
+tests/fixtures/data_service_ft_cases.py); the journal's bounds and damage; and a
+consumer that goes away (its session closed, its stream dropped) stops fetching and
+releases its job."""
 
+import asyncio
+import gc
 import json
 import os
 import pathlib
@@ -19,6 +23,7 @@ import asyncflow as tf
 from asyncflow import errors
 from asyncflow.data.service import client as client_module
 from asyncflow.data.service import journal as journal_module
+from asyncflow.ops import dataset_pipeline as pl
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "fixtures"))
 from data_service_ft_cases import RESTARTS  # noqa: E402
@@ -265,3 +270,53 @@ def test_journal_of_unknown_updates_is_data_loss(tmp_path):
     j.close()
     with pytest.raises(errors.DataLossError, match="Cannot apply"):
         svc.DispatchServer(svc.DispatcherConfig(work_dir=str(tmp_path), fault_tolerant_mode=True))
+
+
+# -- a consumer that goes away ---------------------------------------------------------
+
+
+def _quiet_after(ft):
+    """Wait until the dispatcher has no job and the worker no task, then that its
+    `get` count stays put: nothing fetches any more."""
+    _until(lambda: not ft.dispatcher._service.jobs and not ft.worker._service.tasks)
+    gets = ft.worker._service.gets
+    time.sleep(0.2)
+    assert ft.worker._service.gets == gets
+
+
+def test_a_closed_session_stops_fetching_and_releases_its_job(ft):
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(1_000_000).apply(
+            svc.distribute("parallel_epochs", ft.dispatcher.target)
+        )
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        sess = tf.Session()
+        assert [int(sess.run(nxt)) for _ in range(3)] == [0, 1, 2]
+        assert ft.dispatcher._service.jobs and ft.worker._service.tasks
+        sess.close()  # (the iterator is still referenced: only the close stops it)
+        _quiet_after(ft)
+        assert not client_module._FETCHING
+
+
+def test_a_dropped_stream_stops_fetching_and_releases_its_job(ft):
+    """A stream (a consumer's generator) dropped without being closed, its loop gone
+    so nothing closes it: its finalizer stops the fetch."""
+    with tf.Graph().as_default(), tf.Session() as sess:
+        dataset_id = sess.run(
+            svc.register_dataset(ft.dispatcher.target, tf.data.Dataset.range(1_000_000))
+        )
+    read = client_module.ServiceRead(
+        ft.dispatcher.target, "grpc", str(int(dataset_id)), 0, "", -1, 0, -1
+    )
+    loop = asyncio.new_event_loop()
+    stream = read.iterate(pl.Env(None))
+    try:
+        got = [int(loop.run_until_complete(stream.__anext__())[0]) for _ in range(3)]
+    finally:
+        loop.close()
+    assert got == [0, 1, 2]
+    assert ft.dispatcher._service.jobs and ft.worker._service.tasks
+    del stream
+    gc.collect()
+    _quiet_after(ft)
+    assert not client_module._FETCHING

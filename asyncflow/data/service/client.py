@@ -24,9 +24,15 @@ and connects to the dispatcher again (a fault-tolerant dispatcher started again 
 address knows the job); only when it needs the dispatcher to go on (every task it
 knows ended) does it wait for it, at most `DISPATCHER_WAIT_S`.
 
+A pass stops fetching, and releases its job, when its consumer's stream is closed, when
+the session running it closes (a close hook: TF's iterator resource is destroyed with
+its session), or when the stream is dropped unclosed (a finalizer).
+
 Invariants: a pass holds its connections only while it runs (closed and the job
 released in its `finally`); it never waits on the network without a bound other than
-a worker producing an element (the wire's keep-alive bounds a silent peer).
+a worker producing an element (the wire's keep-alive bounds a silent peer); a running
+fetch is referenced by `_FETCHING` (a task only the loop held could be collected
+mid-pass).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+import weakref
 
 from asyncflow import errors, graph_io
 from asyncflow.data.service import protocol as p
@@ -311,6 +318,11 @@ class ServiceRead(pl.DatasetValue):
 
     async def iterate(self, env):
         fetch = _Fetch(self)
+        dropped = _Token()  # (only this frame holds it: it dies when the stream does)
+        weakref.finalize(dropped, fetch.stop)
+        hooks = getattr(env.session, "_close_hooks", None)
+        if hooks is not None:
+            hooks.append(fetch.stop)
         try:
             while True:
                 elem = await fetch.next()
@@ -319,6 +331,8 @@ class ServiceRead(pl.DatasetValue):
                 yield elem
         finally:
             fetch.stop()
+            if hooks is not None and fetch.stop in hooks:
+                hooks.remove(fetch.stop)
 
     async def elements(self):
         """The pass's elements, read on the client's loop (`_io_loop`)."""
@@ -355,6 +369,15 @@ class ServiceRead(pl.DatasetValue):
 
 
 _END = object()
+
+
+class _Token:
+    """A stream's token: its finalizer stops the stream's fetch."""
+
+    __slots__ = ("__weakref__",)
+
+
+_FETCHING: set = set()  # the client loop's running fetches (see the module note)
 
 
 class _Fetch:
@@ -408,6 +431,14 @@ class _Fetch:
 
     # -- the fetching side (the client's loop)
     async def _run(self, read: ServiceRead) -> None:
+        this = asyncio.current_task()
+        _FETCHING.add(this)
+        try:
+            await self._fetch(read)
+        finally:
+            _FETCHING.discard(this)
+
+    async def _fetch(self, read: ServiceRead) -> None:
         self.room = asyncio.Event()
         final = _END
         try:
