@@ -201,8 +201,10 @@ def test_configs_as_tf(tmp_path):
 def test_a_dispatcher_that_never_comes_back_fails_in_bounded_time(ft, monkeypatch):
     monkeypatch.setattr(client_module, "DISPATCHER_WAIT_S", 0.3)
     with tf.Graph().as_default():
-        ds = tf.data.Dataset.range(5).apply(
-            svc.distribute("parallel_epochs", ft.dispatcher.target)
+        ds = tf.data.Dataset.range(5).apply(  # (one element fetched ahead: the end is
+            svc.distribute(  # not known before the dispatcher goes)
+                "parallel_epochs", ft.dispatcher.target, max_outstanding_requests=1
+            )
         )
         nxt = tf.data.make_one_shot_iterator(ds).get_next()
         with tf.Session() as sess:
