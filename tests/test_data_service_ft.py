@@ -187,6 +187,39 @@ def test_a_restart_without_the_journal_forgets_as_tf():
         d._stop()
 
 
+def test_consumers_of_a_dispatcher_restarted_without_its_journal_fail_not_mix():
+    """A dispatcher started again without a journal gives job and task ids from 0
+    again: the worker drops the tasks it had, a new read gets its own elements, and
+    a consumer of the old job fails with NotFoundError rather than reading another's."""
+    config = svc.DispatcherConfig(port=_free_port())
+    d = svc.DispatchServer(config)
+    w = svc.WorkerServer(svc.WorkerConfig(dispatcher_address=d.target[7:]))
+    try:
+        with tf.Graph().as_default():
+            old = tf.data.Dataset.range(1_000_000).apply(
+                svc.distribute("parallel_epochs", d.target, max_outstanding_requests=1)
+            )
+            old_next = tf.data.make_one_shot_iterator(old).get_next()
+            with tf.Session() as old_sess:
+                assert [int(old_sess.run(old_next)) for _ in range(2)] == [0, 1]
+                d._stop()
+                d = svc.DispatchServer(config)
+                _until(lambda: w._address in d._service.workers)
+                with tf.Graph().as_default():
+                    new = tf.data.Dataset.range(100, 103).apply(
+                        svc.distribute("parallel_epochs", d.target)
+                    )
+                    new_next = tf.data.make_one_shot_iterator(new).get_next()
+                    with tf.Session() as sess:
+                        assert _rest(sess, new_next) == [100, 101, 102]
+                with pytest.raises(errors.NotFoundError, match="without its journal"):
+                    for _ in range(1000):
+                        old_sess.run(old_next)
+    finally:
+        w._stop()
+        d._stop()
+
+
 def test_configs_as_tf(tmp_path):
     kind, message = TF["configs"]["ft_without_work_dir"]["error"]
     with pytest.raises(ValueError) as info:

@@ -350,6 +350,7 @@ class ServiceRead(pl.DatasetValue):
             reply, _ = await p.call(dispatcher, "job", meta)
             job = p.check_int(reply, "job", None, 0)
             reader = _Reader(self, dispatcher, job, workers, secret)
+            reader.incarnation = p.check_int(reply, "inc", 0, 0, p.MAX_INCARNATION)
             async for elem in reader.elements():
                 yield elem
         finally:
@@ -521,6 +522,7 @@ class _Reader:
         self.inflight: dict[int, collections.deque] = {}  # task -> its requests' futures
         self.got: dict[int, collections.deque] = {}  # task -> elements received, not given
         self.reconnecting: asyncio.Task | None = None  # to a lost dispatcher
+        self.incarnation = 0  # the dispatcher's (see protocol.py)
 
     async def refresh(self, wait: bool = True) -> None:
         """Learn the job's tasks from the dispatcher.  When it is lost: reconnect,
@@ -532,7 +534,8 @@ class _Reader:
             conn = self.dispatcher
             if conn.closed is None:
                 try:
-                    reply, _ = await p.call(conn, "tasks", {"job": self.job})
+                    meta = {"job": self.job, "inc": self.incarnation}
+                    reply, _ = await p.call(conn, "tasks", meta)
                     break
                 except (errors.UnavailableError, errors.CancelledError):
                     if conn.closed is None:

@@ -26,6 +26,7 @@ applied, so an answer never tells of a state the journal does not hold.
 from __future__ import annotations
 
 import asyncio
+import secrets
 
 from asyncflow import errors
 from asyncflow.data.service import protocol as p
@@ -98,12 +99,18 @@ class Dispatcher:
         self.released = asyncio.Event()  # set when a job goes (tests wait on it)
         self.closing = False
         self.journal = None
+        # This dispatcher's state's id: kept across a restart from the journal, new
+        # otherwise, so that consumers and workers of one without it do not take the
+        # new jobs and tasks (numbered from 0 again) for theirs.
+        self.incarnation = 0
         if work_dir:
             journal = Journal(work_dir)
             for meta, blob in journal.updates:
                 self._apply(meta, blob)
             journal.updates = []
             self.journal = journal
+        if not self.incarnation:
+            self._update({"u": "init", "inc": secrets.randbits(62) or 1})  # (<= MAX_INCARNATION)
 
     # -- serving
     async def start(self, host: str, port: int) -> int:
@@ -170,10 +177,16 @@ class Dispatcher:
             p.check_int(meta, "nc", 0, 0, 1 << 20),
         )
         self._update({"u": "join", "job": job.id})
-        return {"job": job.id}, None
+        return {"job": job.id, "inc": self.incarnation}, None
 
     def _tasks(self, meta):
-        job = self._get_job(p.check_int(meta, "job", None, 0))
+        job_id = p.check_int(meta, "job", None, 0)
+        if p.check_int(meta, "inc", 0, 0, p.MAX_INCARNATION) not in (0, self.incarnation):
+            raise errors.NotFoundError(
+                None, None, f"Job id {job_id} not found: the tf.data service dispatcher "
+                "was started again without its journal (fault_tolerant_mode and work_dir)"
+            )  # fmt: skip
+        job = self._get_job(job_id)
         return {"tasks": sorted([t, a] for t, a in job.tasks.items())}, None
 
     def _release(self, meta):
@@ -185,7 +198,7 @@ class Dispatcher:
 
     def _worker(self, conn, meta):
         address = p.check_str(meta, "addr")
-        return {"tasks": self.add_worker(address, conn)}, None
+        return {"tasks": self.add_worker(address, conn), "inc": self.incarnation}, None
 
     def _dataset(self, meta):
         d = p.check_str(meta, "d")
@@ -223,6 +236,9 @@ class Dispatcher:
             raise errors.DataLossError(
                 None, None, f"Cannot apply the tf.data service journal's update {meta!r}: {e!r}"
             ) from None
+
+    def _apply_init(self, meta, blob):
+        self.incarnation = int(meta["inc"])
 
     def _apply_dataset(self, meta, blob):
         d = str(meta["id"])
@@ -390,6 +406,7 @@ class Dispatcher:
 
 
 _APPLY = {
+    "init": Dispatcher._apply_init,
     "dataset": Dispatcher._apply_dataset,
     "job": Dispatcher._apply_job,
     "task": Dispatcher._apply_task,

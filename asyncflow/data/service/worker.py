@@ -409,6 +409,7 @@ class Worker:
         self._registered = asyncio.Event()  # set while connected to the dispatcher
         self._reconnecting: asyncio.Task | None = None
         self._closing = False
+        self.incarnation = 0  # the dispatcher's (see protocol.py)
         self.gets = 0  # `get` requests answered (tests watch that a dropped read stops)
 
     async def start(self, host: str, port: int, dispatcher: str, worker_address: str) -> int:
@@ -437,6 +438,10 @@ class Worker:
             tasks = reply.get("tasks", [])
             if not isinstance(tasks, list):
                 raise p.bad("tasks")
+            incarnation = p.check_int(reply, "inc", 0, 0, p.MAX_INCARNATION)
+            if incarnation != self.incarnation:
+                self._forget()  # (a dispatcher without the state it had: ids restart)
+                self.incarnation = incarnation
             for info in tasks:
                 self._add_task(info)
         except BaseException:
@@ -551,6 +556,18 @@ class Worker:
         if info["task"] not in self.tasks:
             self.tasks[info["task"]] = _Task(self, info)
             self._task_added.set()
+
+    def _forget(self) -> None:
+        """Drop every task and dataset: they were an earlier dispatcher's, whose ids
+        the one registered with now gives out again."""
+        for task in self.tasks.values():
+            task.cancel()
+        self.tasks.clear()
+        self._dropped.clear()
+        self._loading.clear()
+        for _, session, _ in self.graphs.values():
+            session.close()
+        self.graphs.clear()
 
     def _drop(self, meta):
         task_id = p.check_int(meta, "task", None, 0)
