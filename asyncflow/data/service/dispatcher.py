@@ -110,7 +110,7 @@ class Dispatcher:
             journal.updates = []
             self.journal = journal
         if not self.incarnation:
-            self._update({"u": "init", "inc": secrets.randbits(62) or 1})  # (<= MAX_INCARNATION)
+            self._update({"u": "init", "inc": secrets.randbits(62) or 1})
 
     # -- serving
     async def start(self, host: str, port: int) -> int:
