@@ -334,8 +334,7 @@ def test_dataset_with_placeholder_refused(service2):
 
 
 def test_unsupported_configs_refused():
-    with pytest.raises(errors.UnimplementedError):
-        svc.DispatchServer(svc.DispatcherConfig(work_dir="/tmp/x"))
+    # (work_dir and fault_tolerant_mode: tests/test_data_service_ft.py)
     with pytest.raises(ValueError, match="protocol"):
         svc.DispatchServer(svc.DispatcherConfig(protocol="http"))
 

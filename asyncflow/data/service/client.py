@@ -22,9 +22,20 @@ master stops running such a dataset's ops once the iterator is made
 (asyncflow/master.py); the id `register` keeps serves the steps of a remote task,
 which still run them.
 
+A pass whose dispatcher is lost keeps reading the tasks it knows from their workers
+and connects to the dispatcher again (a fault-tolerant dispatcher started again on its
+address knows the job); only when it needs the dispatcher to go on (every task it
+knows ended) does it wait for it, at most `DISPATCHER_WAIT_S`.
+
+A pass stops fetching, and releases its job, when its consumer's stream is closed, when
+the session running it closes (a close hook: TF's iterator resource is destroyed with
+its session), or when the stream is dropped unclosed (a finalizer).
+
 Invariants: a pass holds its connections only while it runs (closed and the job
 released in its `finally`); it never waits on the network without a bound other than
-a worker producing an element (the wire's keep-alive bounds a silent peer).
+a worker producing an element (the wire's keep-alive bounds a silent peer); a running
+fetch is referenced by `_FETCHING` (a task only the loop held could be collected
+mid-pass).
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+import weakref
 
 from asyncflow import errors, graph_io
 from asyncflow.data.service import protocol as p
@@ -48,6 +60,8 @@ _REFRESH_S = 0.5  # how often a pass asks the dispatcher for the job's tasks
 _DEPTH = 2  # requests in flight to each task when max_outstanding_requests is AUTOTUNE
 _BATCH = 64  # elements asked for in each of them (a worker sends those it has ready)
 _BUFFER = 256  # elements a pass keeps fetched ahead of its consumer (AUTOTUNE)
+DISPATCHER_WAIT_S = 60.0  # how long a pass that needs a lost dispatcher waits for it
+_RETRY_MIN_S, _RETRY_MAX_S = 0.05, 1.0  # between tries to reach a lost dispatcher
 
 
 def parse_address(address: str, protocol: str = "") -> tuple[str, int]:
@@ -68,9 +82,9 @@ def parse_address(address: str, protocol: str = "") -> tuple[str, int]:
         raise errors.InvalidArgumentError(None, None, str(e)) from None
 
 
-async def _connect(address: str, secret: bytes, protocol: str = ""):
+async def _connect(address: str, secret: bytes, protocol: str = "", wait_s=_CONNECT_S):
     host, port = parse_address(address, protocol)
-    return await wire.connect(host, port, secret, _no_requests, wait_s=_CONNECT_S)
+    return await wire.connect(host, port, secret, _no_requests, wait_s=wait_s)
 
 
 def _no_requests(conn, kind, rid, meta, payload) -> None:
@@ -308,6 +322,11 @@ class ServiceRead(pl.DatasetValue):
 
     async def iterate(self, env):
         fetch = _Fetch(self)
+        dropped = _Token()  # (only this frame holds it: it dies when the stream does)
+        weakref.finalize(dropped, fetch.stop)
+        hooks = getattr(env.session, "_close_hooks", None)
+        if hooks is not None:
+            hooks.append(fetch.stop)
         try:
             while True:
                 elem = await fetch.next()
@@ -316,6 +335,8 @@ class ServiceRead(pl.DatasetValue):
                 yield elem
         finally:
             fetch.stop()
+            if hooks is not None and fetch.stop in hooks:
+                hooks.remove(fetch.stop)
 
     async def elements(self):
         """The pass's elements, read on the client's loop (`_io_loop`)."""
@@ -333,11 +354,13 @@ class ServiceRead(pl.DatasetValue):
             reply, _ = await p.call(dispatcher, "job", meta)
             job = p.check_int(reply, "job", None, 0)
             reader = _Reader(self, dispatcher, job, workers, secret)
+            reader.incarnation = p.check_int(reply, "inc", 0, 0, p.MAX_INCARNATION)
             async for elem in reader.elements():
                 yield elem
         finally:
             if reader is not None:  # (a pass left early: its requests in flight go)
                 reader.close()
+                dispatcher = reader.dispatcher  # (the one it reconnected to, if any)
             if job is not None and dispatcher.closed is None:
                 try:
                     await asyncio.wait_for(p.call(dispatcher, "release", {"job": job}), 5.0)
@@ -351,6 +374,15 @@ class ServiceRead(pl.DatasetValue):
 
 
 _END = object()
+
+
+class _Token:
+    """A stream's token: its finalizer stops the stream's fetch."""
+
+    __slots__ = ("__weakref__",)
+
+
+_FETCHING: set = set()  # the client loop's running fetches (see the module note)
 
 
 class _Fetch:
@@ -404,6 +436,14 @@ class _Fetch:
 
     # -- the fetching side (the client's loop)
     async def _run(self, read: ServiceRead) -> None:
+        this = asyncio.current_task()
+        _FETCHING.add(this)
+        try:
+            await self._fetch(read)
+        finally:
+            _FETCHING.discard(this)
+
+    async def _fetch(self, read: ServiceRead) -> None:
         self.room = asyncio.Event()
         final = _END
         try:
@@ -485,9 +525,32 @@ class _Reader:
         self.refreshed = -1.0
         self.inflight: dict[int, collections.deque] = {}  # task -> its requests' futures
         self.got: dict[int, collections.deque] = {}  # task -> elements received, not given
+        self.reconnecting: asyncio.Task | None = None  # to a lost dispatcher
+        self.incarnation = 0  # the dispatcher's (see protocol.py)
 
-    async def refresh(self) -> None:
-        reply, _ = await p.call(self.dispatcher, "tasks", {"job": self.job})
+    async def refresh(self, wait: bool = True) -> None:
+        """Learn the job's tasks from the dispatcher.  When it is lost: reconnect,
+        waiting for that (at most DISPATCHER_WAIT_S) if `wait`, else going on with
+        the tasks known while it reconnects.
+
+        Raises UnavailableError when a lost dispatcher was waited for in vain."""
+        while True:
+            conn = self.dispatcher
+            if conn.closed is None:
+                try:
+                    meta = {"job": self.job, "inc": self.incarnation}
+                    reply, _ = await p.call(conn, "tasks", meta)
+                    break
+                except (errors.UnavailableError, errors.CancelledError):
+                    if conn.closed is None:
+                        raise  # (the dispatcher's own answer)
+            if self.reconnecting is None or self.reconnecting.done():
+                self.reconnecting = asyncio.ensure_future(self._reconnect())
+                self.reconnecting.add_done_callback(_quiet)
+            if not wait:
+                self.refreshed = asyncio.get_running_loop().time()
+                return
+            await asyncio.shield(self.reconnecting)
         listed = reply.get("tasks")
         if not isinstance(listed, list):
             raise p.bad("tasks")
@@ -500,6 +563,31 @@ class _Reader:
         self.tasks = {t: a for t, a in now.items() if t not in self.lost}
         self.had_tasks |= bool(self.tasks)
         self.refreshed = asyncio.get_running_loop().time()
+
+    async def _reconnect(self) -> None:
+        """Connect to the dispatcher again (`self.dispatcher`), trying for at most
+        DISPATCHER_WAIT_S.
+
+        Raises UnavailableError when it cannot be reached."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DISPATCHER_WAIT_S
+        delay = _RETRY_MIN_S
+        while True:
+            try:
+                wait_s = max(0.1, min(2.0, deadline - loop.time()))
+                self.dispatcher = await _connect(
+                    self.read.address, self.secret, self.read.protocol, wait_s
+                )
+                return
+            except errors.UnavailableError:
+                if loop.time() + delay > deadline:
+                    raise errors.UnavailableError(
+                        None, None, f"Lost the tf.data service dispatcher at "
+                        f"{self.read.address} and could not reach it again in "
+                        f"{DISPATCHER_WAIT_S:g} s"
+                    ) from None  # fmt: skip
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, _RETRY_MAX_S)
 
     async def _worker(self, address: str) -> wire.Connection:
         conn = self.workers.get(address)
@@ -570,6 +658,8 @@ class _Reader:
     def close(self) -> None:
         for task in list(self.inflight):
             self._drop(task)
+        if self.reconnecting is not None:
+            self.reconnecting.cancel()
 
     async def _open(self) -> bool:
         """Whether there are unended tasks (asking the dispatcher again when none is
@@ -583,7 +673,7 @@ class _Reader:
             now = asyncio.get_running_loop().time()
             if live and now - self.refreshed < _REFRESH_S:
                 return True
-            await self.refresh()
+            await self.refresh(wait=not live)
             if any(t not in self.ended for t in self.tasks):
                 return True
             if self.tasks:

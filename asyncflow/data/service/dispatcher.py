@@ -6,21 +6,31 @@ shared by name between consumers) one task per worker.  A worker that registers 
 task of every live job; a job created later is pushed to every worker.  For DYNAMIC
 sharding it hands out the source's splits, each once per repetition of the input.
 
-State changes are synchronous methods on this object (no I/O inside them); the serving
-around them answers requests on the running loop.
+State changes are synchronous methods on this object (no I/O inside them but the
+journal's append); the serving around them answers requests on the running loop.
 
-Invariants: a task is in `jobs[j].tasks` only while its worker is in `workers`; a
-worker whose connection is lost leaves with its tasks (consumers see them gone at
-their next refresh; the splits it took are not handed out again: at most once).
+Fault tolerance (TF's `fault_tolerant_mode` with a `work_dir`): every state change is
+an update (a small dict, "u" naming it) that is journaled (journal.py) and then
+applied by `_apply`, the one place state changes; a dispatcher started on the same
+work_dir replays the journal through `_apply` and so resumes its datasets, jobs, tasks
+(with their ids: workers and consumers keep them) and each job's next split.  Workers
+are not journaled: they register again, and each gets back the tasks it had.
+
+Invariants: a task is in `jobs[j].tasks` only while its worker is in `workers`, or
+after a restart until that worker registers again; a worker whose connection is lost
+leaves with its tasks (consumers see them gone at their next refresh; the splits it
+took are not handed out again: at most once); every update is journaled before it is
+applied, so an answer never tells of a state the journal does not hold.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import secrets
 
 from asyncflow import errors
 from asyncflow.data.service import protocol as p
+from asyncflow.data.service.journal import Journal
 from asyncflow.distributed import wire
 
 __all__ = ["Dispatcher"]
@@ -68,22 +78,39 @@ class _Job:
 class Dispatcher:
     """A dispatcher on the running loop (`await start(host, port)`, `close()`)."""
 
-    def __init__(self, secret: bytes, tls=None, worker_addresses=()):
+    def __init__(self, secret: bytes, tls=None, worker_addresses=(), work_dir=None):
+        """`work_dir`: journal every state change there, resuming what it holds.
+
+        Raises DataLossError for a damaged journal."""
         self.secret = secret
         self.tls = tls
         self.worker_addresses = list(worker_addresses)  # static sharding's fixed list
         self.datasets: dict[str, tuple] = {}  # id -> (graph, dataset tensor, element spec)
         self.compressed: set[str] = set()  # ids of datasets whose elements travel compressed
-        self._dataset_ids = itertools.count(1000)
+        self._next_dataset = 1000  # (the ids TF 2.21 gives: 1000, 1001, ...)
         self.workers: dict[str, wire.Connection] = {}  # address -> its connection
         self.jobs: dict[int, _Job] = {}
         self.named: dict[tuple[str, str], int] = {}  # (dataset, job name) -> job id
-        self._job_ids = itertools.count(0)
-        self._task_ids = itertools.count(0)
+        self._next_job = 0  # (each id is taken by applying its update)
+        self._next_task = 0
         self.connections: set[wire.Connection] = set()
         self.server = None
         self.telling: set[asyncio.Task] = set()  # messages to workers not yet answered
         self.released = asyncio.Event()  # set when a job goes (tests wait on it)
+        self.closing = False
+        self.journal = None
+        # This dispatcher's state's id: kept across a restart from the journal, new
+        # otherwise, so that consumers and workers of one without it do not take the
+        # new jobs and tasks (numbered from 0 again) for theirs.
+        self.incarnation = 0
+        if work_dir:
+            journal = Journal(work_dir)
+            for meta, blob in journal.updates:
+                self._apply(meta, blob)
+            journal.updates = []
+            self.journal = journal
+        if not self.incarnation:
+            self._update({"u": "init", "inc": secrets.randbits(62) or 1})
 
     # -- serving
     async def start(self, host: str, port: int) -> int:
@@ -96,6 +123,7 @@ class Dispatcher:
         return conn
 
     def close(self) -> None:
+        self.closing = True  # (the workers it loses now are not journaled as lost)
         if self.server is not None:
             self.server.close()
         err = errors.UnavailableError(
@@ -103,11 +131,13 @@ class Dispatcher:
         )
         for conn in list(self.connections):
             conn.abort(err)
+        if self.journal is not None:
+            self.journal.close()
 
     def _lost(self, conn, error) -> None:
         self.connections.discard(conn)
         address = conn.state
-        if isinstance(address, str) and self.workers.get(address) is conn:
+        if isinstance(address, str) and self.workers.get(address) is conn and not self.closing:
             self.remove_worker(address)
 
     def on_frame(self, conn, kind, rid, meta, payload) -> None:
@@ -135,9 +165,8 @@ class Dispatcher:
     def _register(self, meta, payload):
         graph = p.read_graph(meta, payload)
         out, spec = p.check_str(meta, "out"), p.check_str(meta, "spec", "")
-        d = self.register(graph, out, spec, p.check_str(meta, "id", ""))
-        if p.check_int(meta, "z", 0, 0, 1):
-            self.compressed.add(d)
+        compressed = bool(p.check_int(meta, "z", 0, 0, 1))
+        d = self.register(graph, out, spec, p.check_str(meta, "id", ""), compressed)
         return {"id": d}, None
 
     def _job(self, meta):
@@ -147,29 +176,34 @@ class Dispatcher:
             p.check_str(meta, "name", ""),
             p.check_int(meta, "nc", 0, 0, 1 << 20),
         )
-        job.clients += 1
-        return {"job": job.id}, None
+        self._update({"u": "join", "job": job.id})
+        return {"job": job.id, "inc": self.incarnation}, None
 
     def _tasks(self, meta):
-        job = self._get_job(p.check_int(meta, "job", None, 0))
+        job_id = p.check_int(meta, "job", None, 0)
+        if p.check_int(meta, "inc", 0, 0, p.MAX_INCARNATION) not in (0, self.incarnation):
+            raise errors.NotFoundError(
+                None, None, f"Job id {job_id} not found: the tf.data service dispatcher "
+                "was started again without its journal (fault_tolerant_mode and work_dir)"
+            )  # fmt: skip
+        job = self._get_job(job_id)
         return {"tasks": sorted([t, a] for t, a in job.tasks.items())}, None
 
     def _release(self, meta):
         job = self.jobs.get(p.check_int(meta, "job", None, 0))
         if job is not None:
-            job.clients -= 1
-            if job.clients <= 0:
-                self.remove_job(job.id)
+            if self._update({"u": "release", "job": job.id}):
+                self._dropped(job)
         return {}, None
 
     def _worker(self, conn, meta):
         address = p.check_str(meta, "addr")
-        return {"tasks": self.add_worker(address, conn)}, None
+        return {"tasks": self.add_worker(address, conn), "inc": self.incarnation}, None
 
     def _dataset(self, meta):
         d = p.check_str(meta, "d")
         if d not in self.datasets:
-            raise errors.NotFoundError(None, None, f"Dataset id {d} not found")
+            raise _dataset_not_found(d)
         graph, out, _ = self.datasets[d]
         return {"out": out}, [p.graph_tensor(graph)]
 
@@ -181,14 +215,91 @@ class Dispatcher:
         i = job.splits.get(key, 0)
         if i >= n:
             return {"end": True}, None
-        job.splits[key] = i + 1
+        self._update({"u": "split", "job": job.id, "rep": key[0], "src": key[1]})
         return {"i": i}, None
 
     # -- state
-    def register(self, graph: bytes, out: str, spec: str, requested: str = "") -> str:
+    def _update(self, meta: dict, blob: bytes = b""):
+        """Journal the update `meta` (with `blob`), then apply it; what `_apply` gives."""
+        if self.journal is not None:
+            self.journal.append(meta, blob)
+        return self._apply(meta, blob)
+
+    def _apply(self, meta: dict, blob: bytes = b""):
+        """Apply one update (live, or replayed from the journal): no I/O here.
+
+        Raises DataLossError for an update this dispatcher cannot apply (a journal
+        of another version, or not written by it)."""
+        try:
+            return _APPLY[meta["u"]](self, meta, blob)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise errors.DataLossError(
+                None, None, f"Cannot apply the tf.data service journal's update {meta!r}: {e!r}"
+            ) from None
+
+    def _apply_init(self, meta, blob):
+        self.incarnation = int(meta["inc"])
+
+    def _apply_dataset(self, meta, blob):
+        d = str(meta["id"])
+        self.datasets[d] = (bytes(blob), str(meta["out"]), str(meta["spec"]))
+        if meta["z"]:
+            self.compressed.add(d)
+
+    def _apply_job(self, meta, blob):
+        job = _Job(int(meta["id"]), str(meta["d"]), int(meta["mode"]), str(meta["name"]),
+                   int(meta["nc"]))  # fmt: skip
+        if job.dataset not in self.datasets:
+            raise KeyError(f"dataset {job.dataset}")
+        job.compressed = int(job.dataset in self.compressed)
+        self.jobs[job.id] = job
+        if job.name:
+            self.named[(job.dataset, job.name)] = job.id
+        self._next_job = max(self._next_job, job.id + 1)
+        return job
+
+    def _apply_task(self, meta, blob):
+        task = int(meta["task"])
+        self.jobs[int(meta["job"])].tasks[task] = str(meta["addr"])
+        self._next_task = max(self._next_task, task + 1)
+
+    def _apply_join(self, meta, blob):
+        self.jobs[int(meta["job"])].clients += 1
+
+    def _apply_release(self, meta, blob):
+        """The job when this was its last client (it goes), else None."""
+        job = self.jobs[int(meta["job"])]
+        job.clients -= 1
+        if job.clients > 0:
+            return None
+        return self._apply_drop(meta, blob)
+
+    def _apply_drop(self, meta, blob):
+        job = self.jobs.pop(int(meta["job"]), None)
+        if job is not None and job.name:
+            self.named.pop((job.dataset, job.name), None)
+        return job
+
+    def _apply_split(self, meta, blob):
+        job = self.jobs[int(meta["job"])]
+        key = (int(meta["rep"]), int(meta["src"]))
+        job.splits[key] = job.splits.get(key, 0) + 1
+
+    def _apply_lost(self, meta, blob):
+        address = str(meta["addr"])
+        self.workers.pop(address, None)
+        for job in self.jobs.values():
+            for t in [t for t, a in job.tasks.items() if a == address]:
+                del job.tasks[t]
+
+    def register(
+        self, graph: bytes, out: str, spec: str, requested: str = "", compressed=False
+    ) -> str:
         """The id of the dataset `out` of `graph`: `requested` if given (a requested id
         already holding another dataset raises AlreadyExistsError), else a new one
-        (TF 2.21's: every registration gets a new id, the same dataset's too)."""
+        (TF 2.21's: every registration gets a new id, the same dataset's too; 1000
+        first, and after a restart from the journal the next one on).  `compressed`:
+        its elements travel compressed."""
         if requested:
             old = self.datasets.get(requested)
             if old is not None and old[0] != graph:
@@ -196,12 +307,13 @@ class Dispatcher:
                     None, None, f"Dataset id {requested} is already registered with a "
                     "different dataset"
                 )  # fmt: skip
-            self.datasets[requested] = (graph, out, spec)
-            return requested
-        d = str(next(self._dataset_ids))
-        while d in self.datasets:
-            d = str(next(self._dataset_ids))
-        self.datasets[d] = (graph, out, spec)
+            d = requested
+        else:
+            while str(self._next_dataset) in self.datasets:
+                self._next_dataset += 1
+            d = str(self._next_dataset)
+        meta = {"u": "dataset", "id": d, "out": out, "spec": spec, "z": int(compressed)}
+        self._update(meta, graph)
         return d
 
     def get_or_create_job(self, dataset: str, mode: int, name: str, num_consumers: int) -> _Job:
@@ -213,7 +325,7 @@ class Dispatcher:
         Raises NotFoundError for an unknown dataset, InvalidArgumentError where the
         named job exists with another processing mode or number of consumers."""
         if dataset not in self.datasets:
-            raise errors.NotFoundError(None, None, f"Dataset id {dataset} not found")
+            raise _dataset_not_found(dataset)
         if name:
             job_id = self.named.get((dataset, name))
             if job_id is not None:
@@ -226,19 +338,22 @@ class Dispatcher:
                         f"requested {p.ShardingPolicy(mode).name}, {num_consumers} consumers"
                     )  # fmt: skip
                 return job
-        job = _Job(next(self._job_ids), dataset, mode, name, num_consumers)
-        job.compressed = int(dataset in self.compressed)
-        self.jobs[job.id] = job
-        if name:
-            self.named[(dataset, name)] = job.id
+        meta = {"u": "job", "id": self._next_job, "d": dataset, "mode": mode,
+                "name": name, "nc": num_consumers}  # fmt: skip
+        job = self._update(meta)
         for address, conn in self.workers.items():
-            task = next(self._task_ids)
-            job.tasks[task] = address
+            task = self._new_task(job, address)
             self._tell(conn, "task", job.task_dict(task, self.index_of(address)))
         return job
 
+    def _new_task(self, job: _Job, address: str) -> int:
+        task = self._next_task
+        self._update({"u": "task", "task": task, "job": job.id, "addr": address})
+        return task
+
     def add_worker(self, address: str, conn: wire.Connection) -> list[dict]:
-        """Register a worker; the tasks it gets (one for every live job)."""
+        """Register a worker; the tasks it gets (one for every live job: those it had,
+        journaled before a restart, keep their ids)."""
         old = self.workers.get(address)
         if old is not None and old is not conn:
             self.remove_worker(address)
@@ -246,10 +361,10 @@ class Dispatcher:
         conn.state = address
         self.workers[address] = conn
         tasks = []
-        for job in self.jobs.values():
-            task = next(self._task_ids)
-            job.tasks[task] = address
-            tasks.append(job.task_dict(task, self.index_of(address)))
+        for job in list(self.jobs.values()):
+            had = [t for t, a in job.tasks.items() if a == address]
+            for task in had or [self._new_task(job, address)]:
+                tasks.append(job.task_dict(task, self.index_of(address)))
         return tasks
 
     def index_of(self, address: str) -> tuple[int, int]:
@@ -258,18 +373,16 @@ class Dispatcher:
         return (listed.index(address) if address in listed else -1), len(listed)
 
     def remove_worker(self, address: str) -> None:
-        self.workers.pop(address, None)
-        for job in self.jobs.values():
-            for t in [t for t, a in job.tasks.items() if a == address]:
-                del job.tasks[t]
+        self._update({"u": "lost", "addr": address})
 
     def remove_job(self, job_id: int) -> None:
-        job = self.jobs.pop(job_id, None)
-        if job is None:
-            return
+        job = self._update({"u": "drop", "job": job_id})
+        if job is not None:
+            self._dropped(job)
+
+    def _dropped(self, job: _Job) -> None:
+        """Tell the workers of `job`, which went, to drop their tasks of it."""
         self.released.set()
-        if job.name:
-            self.named.pop((job.dataset, job.name), None)
         for task, address in job.tasks.items():
             conn = self.workers.get(address)
             if conn is not None:
@@ -290,6 +403,26 @@ class Dispatcher:
         if job is None:
             raise errors.NotFoundError(None, None, f"Job id {job_id} not found")
         return job
+
+
+_APPLY = {
+    "init": Dispatcher._apply_init,
+    "dataset": Dispatcher._apply_dataset,
+    "job": Dispatcher._apply_job,
+    "task": Dispatcher._apply_task,
+    "join": Dispatcher._apply_join,
+    "release": Dispatcher._apply_release,
+    "drop": Dispatcher._apply_drop,
+    "split": Dispatcher._apply_split,
+    "lost": Dispatcher._apply_lost,
+}
+
+
+def _dataset_not_found(d: str) -> errors.NotFoundError:
+    return errors.NotFoundError(
+        None, None, f"Dataset id {d} not found. It must be registered with "
+        "`register_dataset` before calling `from_dataset_id`."
+    )  # fmt: skip
 
 
 def _unknown(method):

@@ -9,16 +9,20 @@ dispatcher also sends RUN frames to each worker over the connection the worker o
 
 Methods (requester -> answerer: meta in -> meta out):
   client -> dispatcher  register  {out, spec, id} + graph    -> {id}
-                        job       {d, mode, name, nc, tw}   -> {job}
-                        tasks     {job}                     -> {tasks: [[task, addr]]}
+                        job       {d, mode, name, nc, tw}   -> {job, inc}
+                        tasks     {job, inc}                -> {tasks: [[task, addr]]}
                         release   {job}                     -> {}
-  worker -> dispatcher  worker    {addr}                    -> {tasks: [task dicts]}
+  worker -> dispatcher  worker    {addr}                    -> {tasks: [task dicts], inc}
                         dataset   {d}                       -> {out} + graph bytes
                         split     {job, rep, n, src}        -> {i} or {end: true}
   dispatcher -> worker  task      {task dict}               -> {}
                         drop      {task}                    -> {}
   client -> worker      get       {task, c, r, n}           -> {n} + up to n elements,
                                                                {eos}, or {gone}: no such task
+
+`inc`: the dispatcher's incarnation, the same after a restart from its journal and
+new after one without it: a consumer or worker of an earlier one (whose job and task
+ids the new one gives out again) is told so rather than served another job.
 
 A task dict: {task, job, d, mode, nc, z, wi, nw}: one worker's share of one job (z: its
 elements are compressed; wi, nw: this worker's index in the dispatcher's fixed worker
@@ -56,6 +60,7 @@ MAX_GRAPH_BYTES = 64 << 20  # a registered dataset's GraphDef
 MAX_NAME = 1 << 10  # job names, dataset ids, addresses
 MAX_SPLITS = 1 << 40
 MAX_BATCH = 1 << 10  # elements in one `get` reply
+MAX_INCARNATION = 1 << 62  # a dispatcher's incarnation (see `inc` above)
 
 
 class ShardingPolicy(enum.IntEnum):

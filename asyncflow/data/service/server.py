@@ -7,9 +7,11 @@ protocol is asyncflow's own authenticated TCP (asyncflow/distributed/wire.py), n
 secret (`wire.cluster_secret()`): a peer without it is refused before anything it sends
 is read.
 
-Not supported (TF's fault tolerance): `work_dir` and `fault_tolerant_mode=True` (the
-dispatcher keeps its state in memory only).  They raise UnimplementedError rather than
-being ignored.  `worker_addresses` is the fixed worker list static sharding (FILE,
+With `fault_tolerant_mode=True` and a `work_dir`, the dispatcher journals its state
+there (dispatcher.py, journal.py); a DispatchServer started again on the same port and
+work_dir resumes it, while consumers keep reading from the workers and reconnect, and
+workers register again (as TF's).  `work_dir` alone journals nothing (TF keeps only
+snapshots there).  `worker_addresses` is the fixed worker list static sharding (FILE,
 DATA, FILE_OR_DATA, HINT) needs: worker i of it produces shard i; any worker may still
 join for the other policies.
 """
@@ -46,7 +48,8 @@ class DispatcherConfig(collections.namedtuple("DispatcherConfig", _DISPATCHER_FI
     """A tf.data service dispatcher's configuration (TF's fields and defaults).
 
     port: the port to bind (0: a free one).  protocol: "grpc".  work_dir and
-    fault_tolerant_mode: TF's journal (only None / False here).  worker_addresses:
+    fault_tolerant_mode: journal the dispatcher's state in work_dir, and resume it
+    when started again there (fault_tolerant_mode needs a work_dir).  worker_addresses:
     TF's fixed worker list, for static sharding (each worker's `worker_address`).
     The rest are TF's timing knobs, kept for their values.
     """
@@ -163,6 +166,11 @@ def _check_protocol(protocol) -> None:
         )
 
 
+async def _made(cls, *args):
+    """`cls(*args)` made on the server's loop (its events belong to that loop)."""
+    return cls(*args)
+
+
 class _Served:
     """What DispatchServer and WorkerServer share: the service (`_service`, a Dispatcher
     or a Worker) runs on its own loop thread (`_thread`) once started."""
@@ -189,18 +197,19 @@ class DispatchServer(_Served):
       start: start serving now.
 
     Raises:
-      UnimplementedError: for `work_dir` or `fault_tolerant_mode`.
+      ValueError: for `fault_tolerant_mode` without a `work_dir`.
       UnavailableError (at start): when the port cannot be bound.
+      DataLossError (at start): when the journal in `work_dir` is damaged.
     """
 
     def __init__(self, config=None, start=True):
         config = config if config is not None else DispatcherConfig()
         _check_protocol(config.protocol)
-        if config.work_dir or config.fault_tolerant_mode:
-            raise errors.UnimplementedError(
-                None, None, "asyncflow's tf.data service dispatcher keeps no journal: "
-                "work_dir and fault_tolerant_mode are not supported"
-            )  # fmt: skip
+        if config.fault_tolerant_mode and not config.work_dir:
+            raise ValueError(
+                "Cannot enable fault tolerant mode without configuring a work dir. Make "
+                "sure to set `work_dir` in the `config` object passed to `DispatcherServer`."
+            )
         addresses = config.worker_addresses or []
         if isinstance(addresses, str) or not all(isinstance(a, str) for a in addresses):
             raise TypeError(f"worker_addresses must be a list of strings, got {addresses!r}")
@@ -213,15 +222,24 @@ class DispatchServer(_Served):
             self.start()
 
     def start(self) -> None:
-        """Start serving (a no-op when already started).
+        """Start serving (a no-op when already started), resuming the journal in
+        `work_dir` in fault-tolerant mode.
 
-        Raises UnavailableError when the port cannot be bound."""
+        Raises UnavailableError when the port cannot be bound, DataLossError when the
+        journal is damaged."""
         if self._thread is not None:
             return
+        config = self._config
+        work_dir = config.work_dir if config.fault_tolerant_mode else None
         self._thread = _LoopThread("asyncflow-data-dispatcher")
-        self._service = Dispatcher(
-            self._secret, worker_addresses=self._config.worker_addresses or ()
-        )
+        try:
+            self._service = self._thread.run(
+                _made(Dispatcher, self._secret, None, config.worker_addresses or (), work_dir)
+            )
+        except errors.OpError:
+            self._thread.stop(lambda: None)
+            self._thread = None
+            raise
         try:
             self._port = self._thread.run(self._service.start("0.0.0.0", self._config.port))
         except OSError as e:

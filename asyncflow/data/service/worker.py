@@ -14,6 +14,12 @@ Consumers of a task share its stream: each element goes to one `get`.  With
 consumer; consumer c gets element c of every round it asks for (TF's round-robin
 reads, which need an infinite dataset).
 
+A worker that loses the dispatcher keeps serving its tasks and registers again
+(`_reconnect`, backing off up to `_RETRY_MAX_S` between tries, until it stops): a
+fault-tolerant dispatcher started again gives it back the tasks it had.  What it asks
+the dispatcher meanwhile (a split, a dataset's graph) waits for that, at most
+`DISPATCHER_WAIT_S`, then fails with UnavailableError.
+
 Invariants: a task's producer is started by its first `get` and holds at most
 `_BUFFER` elements ahead; a dataset's imported graph and session live while a task of
 it does; a dropped task's producer is cancelled and its waiting `get`s fail with
@@ -41,7 +47,10 @@ __all__ = ["Worker"]
 _BUFFER = 64  # elements a task's producer keeps ready
 _BATCH_BYTES = 4 << 20  # a `get` reply takes more ready elements up to about this size
 _TASK_WAIT_S = 2.0  # how long a `get` for a task not (yet) here waits for it
+DISPATCHER_WAIT_S = 60.0  # how long a request waits for a lost dispatcher to come back
+_RETRY_MIN_S, _RETRY_MAX_S = 0.05, 1.0  # between tries to reach a lost dispatcher
 _EOS = object()
+_DISPATCHER = object()  # the `state` of a connection to the dispatcher
 
 
 class _Task:
@@ -396,6 +405,12 @@ class Worker:
         self._requests: set[asyncio.Task] = set()
         self._task_added = asyncio.Event()
         self._dropped: collections.deque = collections.deque(maxlen=1 << 12)  # recent drops
+        self._dispatcher_address = ("", 0)
+        self._registered = asyncio.Event()  # set while connected to the dispatcher
+        self._reconnecting: asyncio.Task | None = None
+        self._closing = False
+        self.incarnation = 0  # the dispatcher's (see protocol.py)
+        self.gets = 0  # `get` requests answered (tests watch that a dropped read stops)
 
     async def start(self, host: str, port: int, dispatcher: str, worker_address: str) -> int:
         """Serve on host:port and register with the dispatcher at `dispatcher`; the
@@ -405,14 +420,73 @@ class Worker:
         self.server = await wire.serve(self._new_connection, host, port, self.tls)
         port = self.server.sockets[0].getsockname()[1]
         self.address = worker_address.replace("%port%", str(port))
-        dhost, dport = split_address(dispatcher)
-        self.dispatcher = await wire.connect(
-            dhost, dport, self.secret, self.on_frame, self._dispatcher_lost, tls=self.tls
-        )
-        reply, _ = await p.call(self.dispatcher, "worker", {"addr": self.address})
-        for info in reply.get("tasks", []):
-            self._add_task(info)
+        self._dispatcher_address = split_address(dispatcher)
+        await self._register()
         return port
+
+    async def _register(self, wait_s: float = 10.0) -> None:
+        """Connect to the dispatcher and register, taking the tasks it gives.
+
+        Raises UnavailableError when it cannot be reached."""
+        host, port = self._dispatcher_address
+        conn = await wire.connect(
+            host, port, self.secret, self.on_frame, self._dispatcher_lost, wait_s, self.tls
+        )
+        conn.state = _DISPATCHER  # (it may send tasks before its reply comes)
+        try:
+            reply, _ = await p.call(conn, "worker", {"addr": self.address})
+            tasks = reply.get("tasks", [])
+            if not isinstance(tasks, list):
+                raise p.bad("tasks")
+            incarnation = p.check_int(reply, "inc", 0, 0, p.MAX_INCARNATION)
+            if incarnation != self.incarnation:
+                self._forget()  # (a dispatcher without the state it had: ids restart)
+                self.incarnation = incarnation
+            for info in tasks:
+                self._add_task(info)
+        except BaseException:
+            conn.abort(errors.CancelledError(None, None, "Registration failed"))
+            raise
+        self.dispatcher = conn
+        self._registered.set()
+
+    async def _reconnect(self) -> None:
+        """Register again with the dispatcher, trying until it answers or this worker
+        stops (backing off: a dispatcher being restarted comes back on its port)."""
+        delay = _RETRY_MIN_S
+        while not self._closing:
+            await asyncio.sleep(delay)
+            try:
+                await self._register(wait_s=2.0)
+                return
+            except errors.OpError:
+                delay = min(2 * delay, _RETRY_MAX_S)
+
+    async def call_dispatcher(self, method: str, meta: dict):
+        """(reply meta, payload) of a request to the dispatcher, waiting (at most
+        `DISPATCHER_WAIT_S`) for it to come back when it is lost.
+
+        Raises UnavailableError when it does not come back; its own errors."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DISPATCHER_WAIT_S
+        while True:
+            conn = self.dispatcher
+            if conn is not None and conn.closed is None:
+                try:
+                    return await p.call(conn, method, meta)
+                except (errors.UnavailableError, errors.CancelledError):
+                    if conn.closed is None or self._closing:
+                        raise  # (the dispatcher's own answer, or this worker stopping)
+            left = deadline - loop.time()
+            if left > 0 and not self._closing:
+                try:
+                    await asyncio.wait_for(self._registered.wait(), left)
+                    continue
+                except TimeoutError:
+                    pass
+            raise errors.UnavailableError(
+                None, None, f"tf.data service worker {self.address} lost its dispatcher"
+            )
 
     def _new_connection(self) -> wire.Connection:
         conn = wire.Connection(self.secret, True, self.on_frame, self._client_lost)
@@ -423,9 +497,18 @@ class Worker:
         self.connections.discard(conn)
 
     def _dispatcher_lost(self, conn, error) -> None:
-        pass  # (elements of tasks it has keep being served; no new tasks come)
+        # (elements of the tasks it has keep being served while it registers again)
+        if conn is not self.dispatcher or self._closing:
+            return
+        self._registered.clear()
+        if self._reconnecting is None or self._reconnecting.done():
+            self._reconnecting = asyncio.ensure_future(self._reconnect())
 
     def close(self) -> None:
+        self._closing = True
+        self._registered.set()  # (a request waiting for the dispatcher fails now)
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
         if self.server is not None:
             self.server.close()
         for task in self.tasks.values():
@@ -448,9 +531,9 @@ class Worker:
             req = asyncio.ensure_future(self._answer_get(conn, rid, meta))
             self._requests.add(req)
             req.add_done_callback(self._requests.discard)
-        elif method == "task" and conn is self.dispatcher:
+        elif method == "task" and conn.state is _DISPATCHER:
             p.answer(conn, rid, self._task, meta)
-        elif method == "drop" and conn is self.dispatcher:
+        elif method == "drop" and conn.state is _DISPATCHER:
             p.answer(conn, rid, self._drop, meta)
         else:
             p.answer(conn, rid, _refused, method)
@@ -474,6 +557,18 @@ class Worker:
             self.tasks[info["task"]] = _Task(self, info)
             self._task_added.set()
 
+    def _forget(self) -> None:
+        """Drop every task and dataset: they were an earlier dispatcher's, whose ids
+        the one registered with now gives out again."""
+        for task in self.tasks.values():
+            task.cancel()
+        self.tasks.clear()
+        self._dropped.clear()
+        self._loading.clear()
+        for _, session, _ in self.graphs.values():
+            session.close()
+        self.graphs.clear()
+
     def _drop(self, meta):
         task_id = p.check_int(meta, "task", None, 0)
         self._dropped.append(task_id)
@@ -492,6 +587,7 @@ class Worker:
         # (the get's coroutine is made once this task runs: a request cancelled before
         # that, by close(), leaves no coroutine that was never awaited)
         await p.answer_async(conn, rid, self._get(meta))
+        self.gets += 1
 
     async def _get(self, meta):
         task_id = p.check_int(meta, "task", None, 0)
@@ -550,7 +646,7 @@ class Worker:
     async def _load(self, dataset: str, hint=None):
         import asyncflow as af  # (the whole API: the graph may use any op)
 
-        reply, payload = await p.call(self.dispatcher, "dataset", {"d": dataset})
+        reply, payload = await self.call_dispatcher("dataset", {"d": dataset})
         graph = p.read_graph(reply, payload)
         if hint is not None:
             graph = _fill_shard_hints(graph, *hint)
@@ -563,7 +659,7 @@ class Worker:
 
     async def next_split(self, job: int, rep: int, n: int, provider: int = 0) -> int | None:
         meta = {"job": job, "rep": rep, "n": n, "src": provider}
-        reply, _ = await p.call(self.dispatcher, "split", meta)
+        reply, _ = await self.call_dispatcher("split", meta)
         if reply.get("end"):
             return None
         return p.check_int(reply, "i", None, 0, n - 1)
