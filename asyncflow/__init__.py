@@ -73,6 +73,7 @@ from asyncflow.tensor_shape import Dimension, TensorShape
 # import system then binds here; dir(tf) lists them as before.
 _LAZY_SUBPACKAGES = frozenset(
     {"estimator", "keras", "lite", "profiler", "tpu", "tfprof", "tfprof_logger", "tfprof_profiler"}
+    | {"app", "flags"}  # (absl's flags: ~70 ms)
 )
 
 
@@ -377,7 +378,7 @@ for _name in ("run_functions_eagerly", "functions_run_eagerly"):
         setattr(config, _spelling, getattr(_tf_function, _spelling))  # noqa: F821
 
 # Observability and TF1 script idioms (issue 17): tf.logging, tf.app, tf.flags, tf.compat.v1.
-from asyncflow import app, autograph, compat, flags, summary  # noqa: E402
+from asyncflow import autograph, compat, summary  # noqa: E402
 from asyncflow import deprecated_endpoints as _deprecated_endpoints  # noqa: E402
 from asyncflow import tf_logging as logging  # noqa: E402
 from asyncflow.client import timeline as _timeline  # noqa: E402,F401 - af.client.timeline

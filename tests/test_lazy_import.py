@@ -32,7 +32,7 @@ node { name: "add" op: "InplaceAdd" input: "x" input: "i" input: "v"
   attr { key: "T" value { type: DT_FLOAT } } }
 """
 
-LAZY = ("estimator", "keras", "lite", "profiler", "tpu", "tfprof", "tfprof_logger")
+LAZY = ("estimator", "keras", "lite", "profiler", "tpu", "tfprof", "tfprof_logger", "app", "flags")
 
 _SCRIPT = textwrap.dedent(
     """
@@ -41,6 +41,7 @@ _SCRIPT = textwrap.dedent(
 
     lazy = %r
     out = {"loaded_at_import": [n for n in lazy if "asyncflow." + n in sys.modules]}
+    out["absl_at_import"] = "absl.flags" in sys.modules
     from asyncflow.ops import lazy_index
 
     families = ["asyncflow.ops." + f for f in lazy_index.FAMILIES]
@@ -62,6 +63,7 @@ _SCRIPT = textwrap.dedent(
     out["estimator"] = tf.estimator.Estimator.__name__
     out["lite"] = tf.lite.TFLiteConverter.__name__
     out["profiler"] = tf.profiler.ProfileOptionBuilder.__name__
+    out["flags"] = [tf.app.flags is tf.flags, tf.flags.FLAGS is tf.compat.v1.flags.FLAGS]
     out["loaded_after"] = [n for n in lazy if "asyncflow." + n in sys.modules]
 
     # op families: none imported (but by tf.tpu, read above), until a GraphDef names one
@@ -100,6 +102,8 @@ def test_lazy_subpackages_not_imported_until_read():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["loaded_at_import"] == []
+    assert out["absl_at_import"] is False
+    assert out["flags"] == [True, True]
     assert out["in_dir"] == list(LAZY)
     assert out["in_compat_dir"] == list(LAZY)
     assert out["hidden"] == []
