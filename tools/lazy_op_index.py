@@ -3,7 +3,8 @@ which op types each one registers, so that the registry imports a family when on
 its op types is first looked up.
 
     .venv/bin/python tools/lazy_op_index.py            # check the table (exit 1: stale)
-    .venv/bin/python tools/lazy_op_index.py --write [MODULE ...]   # regenerate it
+    .venv/bin/python tools/lazy_op_index.py --write [FAMILY ...]   # regenerate it
+                                                  # (with FAMILY: one more lazy family)
 
 Run in a fresh interpreter: it imports asyncflow, then each lazy family in turn, and
 records the op types registered while the family's module body runs (the innermost
@@ -137,12 +138,9 @@ def check() -> list[str]:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--write"]:
-        modules = argv[1:]
-        if not modules:
-            from asyncflow.ops import lazy_index
+        from asyncflow.ops import lazy_index
 
-            modules = list(lazy_index.FAMILIES)
-        table, problems = survey(sorted(modules))
+        table, problems = survey(sorted({*lazy_index.FAMILIES, *argv[1:]}))
         TABLE.write_text(render(table))
     else:
         problems = check()
