@@ -67,6 +67,29 @@ from asyncflow.registry import NotDifferentiable, RegisterGradient
 from asyncflow.session import InteractiveSession, Session, get_default_session
 from asyncflow.tensor_shape import Dimension, TensorShape
 
+# Namespaces that are whole subpackages, heavy and used by few programs: imported on
+# first access (PEP 562), so a process that never reads tf.keras does not pay for Keras.
+# `from asyncflow.keras import ...` and `tf.keras` both import the subpackage, which the
+# import system then binds here; dir(tf) lists them as before.
+_LAZY_SUBPACKAGES = frozenset(
+    {"estimator", "keras", "lite", "profiler", "tpu", "tfprof", "tfprof_logger", "tfprof_profiler"}
+    | {"app", "flags"}  # (absl's flags: ~70 ms)
+)
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBPACKAGES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(
+        (set(globals()) - {"__getattr__", "__dir__", "_LAZY_SUBPACKAGES"}) | _LAZY_SUBPACKAGES
+    )
+
 
 def _reexport(module) -> None:
     """Copy a family's public builders (its `__all__`) into the top-level namespace."""
@@ -227,11 +250,9 @@ from asyncflow import (  # noqa: E402
     device_lib,
     distribute,
     distributions,
-    estimator,
     feature_column,
     image,
     initializers,
-    keras,
     layers,
     linalg_dispatch,
     linalg_extras,
@@ -244,7 +265,6 @@ from asyncflow import (  # noqa: E402
     linalg_operators_kronecker,
     linalg_operators_matrix,
     linalg_tridiagonal,
-    lite,
     lookup,
     losses,
     metrics,
@@ -262,7 +282,6 @@ from asyncflow import (  # noqa: E402
     signal,
     sysconfig,
     test,
-    tpu,
     train,
     user_ops,
     xla,
@@ -359,7 +378,7 @@ for _name in ("run_functions_eagerly", "functions_run_eagerly"):
         setattr(config, _spelling, getattr(_tf_function, _spelling))  # noqa: F821
 
 # Observability and TF1 script idioms (issue 17): tf.logging, tf.app, tf.flags, tf.compat.v1.
-from asyncflow import app, autograph, compat, flags, profiler, summary  # noqa: E402
+from asyncflow import autograph, compat, summary  # noqa: E402
 from asyncflow import deprecated_endpoints as _deprecated_endpoints  # noqa: E402
 from asyncflow import tf_logging as logging  # noqa: E402
 from asyncflow.client import timeline as _timeline  # noqa: E402,F401 - af.client.timeline

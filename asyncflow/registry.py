@@ -30,7 +30,9 @@ default.  Invariant: once registered, an OpDef's signature never changes.
 from __future__ import annotations
 
 import collections
+import importlib
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -264,6 +266,9 @@ def register_op(
     is_async: bool = False,
 ) -> OpDef:
     """Register op type `name` and return its OpDef (kernels are added with `.kernel`)."""
+    module = _LAZY_OPS.get(name)
+    if module is not None and module not in sys.modules:
+        importlib.import_module(module)  # (its family registers it: the clash shows here)
     if name in _REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
     attrs = dict(attrs or {})
@@ -280,11 +285,41 @@ def register_op(
     return op_def
 
 
+# Op families imported on first use: op type -> the module that registers it (ops/
+# installs its generated table, ops/lazy_index.py).  A lookup of one of these types
+# imports its module first, so a graph, a GraphDef import or a gradient finds it as if
+# every family had been imported up front; the listings import them all.
+_LAZY_OPS: dict[str, str] = {}
+
+
+def register_lazy_ops(modules: dict[str, Iterable[str]]) -> None:
+    """Name the op types each module (not yet imported) registers."""
+    for module, op_types in modules.items():
+        for op_type in op_types:
+            _LAZY_OPS[op_type] = module
+
+
+def _load(name: str) -> OpDef | None:
+    """The OpDef of `name`, importing the family that registers it if need be."""
+    op_def = _REGISTRY.get(name)
+    if op_def is None and name in _LAZY_OPS:
+        # (A module asking for one of its own ops before registering it gets itself,
+        # half imported, back: then there is no OpDef yet, as before.)
+        importlib.import_module(_LAZY_OPS[name])
+        op_def = _REGISTRY.get(name)
+    return op_def
+
+
+def _load_all() -> None:
+    for module in sorted(set(_LAZY_OPS.values())):
+        importlib.import_module(module)
+
+
 def get_op_def(name: str) -> OpDef:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"Op type not registered '{name}'") from None
+    op_def = _REGISTRY.get(name) or _load(name)
+    if op_def is None:
+        raise KeyError(f"Op type not registered '{name}'")
+    return op_def
 
 
 _NAMED: dict[str, type] = {}
@@ -314,11 +349,13 @@ def named_outputs(op) -> tuple:
 
 
 def all_op_defs() -> dict[str, OpDef]:
+    _load_all()
     return dict(_REGISTRY)
 
 
 def ops_supported_on(device_type: str) -> list[str]:
     """The op types a device of `device_type` can run, derived from the kernels."""
+    _load_all()
     return sorted(name for name, d in _REGISTRY.items() if d.supports(device_type))
 
 
@@ -335,7 +372,7 @@ class RegisterGradient:
 
     def __call__(self, fn: Callable) -> Callable:
         name = self._op_type
-        op_def = _REGISTRY.get(name)
+        op_def = _load(name)
         if op_def is None:  # a gradient of its own name, for gradient_override_map
             if name in _NAMED_GRADIENTS:
                 raise KeyError(f"Registering two gradient with name '{name}'!")
@@ -362,7 +399,7 @@ def NotDifferentiable(op_type: str) -> None:  # noqa: N802 - TF's name
     """
     if not isinstance(op_type, str):
         raise TypeError("op_type must be a string")
-    op_def = _REGISTRY.get(op_type)
+    op_def = _load(op_type)
     if op_def is None:
         if op_type in _NAMED_GRADIENTS:
             raise KeyError(f"Registering two gradient with name '{op_type}'!")
@@ -392,7 +429,7 @@ def get_gradient_function(op) -> Callable | None:
         name = name.decode() if isinstance(name, bytes) else str(name)
         if name in _NAMED_GRADIENTS:  # (None: a name marked not differentiable)
             return _NAMED_GRADIENTS[name]
-        op_def = _REGISTRY.get(name)
+        op_def = _load(name)
         if op_def is None:
             raise LookupError(
                 f"No gradient defined for operation '{op.name}' (op type: {op.type}): its "

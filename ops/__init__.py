@@ -1,46 +1,58 @@
-"""Op families.  Each module registers its ops at import; imported explicitly here."""
+"""Op families.  Each module registers its ops at import; imported explicitly here,
+except the families of ops few graphs hold (legacy, TPU, boosted trees, quantized, ...):
+ops/lazy_index.py names the op types of each, and the registry imports a family at the
+first lookup of one of its types (a graph built, a GraphDef imported, a gradient taken),
+so that `import asyncflow` does not pay for them.  tools/lazy_op_index.py regenerates
+the table, and a test checks that it is current and that no lazy family changes an op
+another module registers."""
 
-from asyncflow.ops import (  # noqa: F401
+import importlib as _importlib
+
+from asyncflow import registry as _registry
+from asyncflow.ops import lazy_index as _lazy_index
+
+_registry.register_lazy_ops(
+    {f"asyncflow.ops.{family}": names for family, names in _lazy_index.FAMILIES.items()}
+)
+
+
+def __getattr__(name: str):
+    """A lazy family read as an attribute (the namespaces find their Python functions,
+    tf.strings.unicode_decode and others, as `asyncflow.ops.<family>.<name>`)."""
+    if name in _lazy_index.FAMILIES:
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted((set(globals()) - {"__getattr__", "__dir__"}) | set(_lazy_index.FAMILIES))
+
+
+from asyncflow.ops import (  # noqa: E402, F401
     approx_topk_ops,
-    array_extra_ops,
     array_ops,
-    audio_features_ops,
-    audio_ops,
     barrier_ops,
     batch_ops,
-    boosted_trees_ops,
-    boosted_trees_quantile_ops,
-    boosted_trees_stats_ops,
     candidate_sampling_ops,
     cast_ops,
     check_ops,
     checkpoint_remap_ops,
-    clustering_legacy_ops,
     collective_ops,
     color_ops,
-    composite_tensor_ops,
     control_flow_contexts,
     control_flow_ops,
     control_flow_prims,
     conv3d_ops,
-    conv_generic_ops,
     conv_ops,
     conv_pool_nd,
     count_ops,
-    csr_sparse_matrix_math,
-    csr_sparse_matrix_ops,
     ctc_ops,
-    cudnn_rnn_ops,
     data_flow_ops,
     data_flow_stack_ops,
-    dataset_iterator_state,
     dataset_more,
     dataset_ops,
-    dataset_ragged,
     dataset_service_ops,
-    dataset_snapshot,
     dataset_sql,
-    dense_table_ops,
     edit_distance_ops,
     fake_quant_ops,
     fft_real_ops,
@@ -50,26 +62,17 @@ from asyncflow.ops import (  # noqa: F401
     functional_ops,
     fused_elementwise_gpu,
     gradient_ops,
-    image_adjust_ops,
     image_draw_ops,
     image_nms_ops,
     image_ops,
     image_patches_ops,
     image_proposals_ops,
     image_sample_box_ops,
-    image_scale_ops,
     index_shuffle_ops,
     init_ops,
     io_ops,
-    io_v1_ops,
-    isotonic_ops,
     jpeg_ops,
-    legacy_dataflow_ops,
-    legacy_image_ops,
-    legacy_nn_ops,
     legacy_ops,
-    legacy_random_ops,
-    linalg_logm_ops,
     linalg_matrix_ops,
     linalg_ops,
     linalg_tridiag_ops,
@@ -82,32 +85,20 @@ from asyncflow.ops import (  # noqa: F401
     math_ops,
     math_special_ops,
     matmul_ops,
-    nccl_ops,
     nn_impl,
     nn_impl_gpu,
     nn_ops,
     optional_ops,
-    parameterized_truncated_normal_ops,
     parsing_ops,
-    parsing_sequence_legacy_ops,
     parsing_sequence_ops,
     partition_ops,
     pooling_ops,
-    proto_ops,
     quantization_ops,
-    quantize_dequantize_ops,
-    quantized_fused_ops,
-    quantized_image_ops,
-    quantized_math_ops,
     quantized_nn_ops,
     ragged_ops,
     random_ops,
     reader_ops,
-    record_input_ops,
     reduction_ops,
-    resource_training_ops,
-    rnn_block_ops,
-    runtime_misc_ops,
     scatter_nd_ops,
     script_ops,
     sdca_ops,
@@ -115,9 +106,7 @@ from asyncflow.ops import (  # noqa: F401
     sendrecv_ops,
     sequence_ops,
     session_ops,
-    set_ops,
     slicing_ops,
-    sobol_ops,
     space_ops,
     sparse_cross_ops,
     sparse_map_ops,
@@ -127,25 +116,17 @@ from asyncflow.ops import (  # noqa: F401
     special_math_ops,
     staging_ops,
     state_ops,
-    stateful_random_ops,
     stateless_random_ops,
     string_extras_ops,
     string_hash_ops,
     string_ops,
-    string_unicode_ops,
     summary_ops,
     summary_writer_ops,
     tensor_array_ops,
-    tensor_list_concat_ops,
     tensor_list_ops,
-    tensor_map_ops,
     tf2_graph_ops,
     top_misc_ops,
-    tpu_ops,
-    tpu_raw_ops,
-    training_extra_ops,
     training_ops,
-    uniform_quant_ops,
     unique_ops,
     volume_patches_ops,
     write_file_ops,

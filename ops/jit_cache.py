@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -133,6 +132,8 @@ def fingerprint() -> str:
     into its own)."""
     with _lock:
         if "fingerprint" not in _state:
+            import importlib.metadata  # (~60 ms at import; only the first compile reads it)
+
             parts = [sys.version, np.__version__, platform.machine()]
             for name in ("numba", "llvmlite"):
                 try:
