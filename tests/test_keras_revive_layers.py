@@ -82,13 +82,12 @@ def test_revived_model_as_tf_sees_it(session, case, who):
 
 
 @pytest.mark.parametrize("who", ["tf", "af"])
-def test_revived_subclassed_model_predicts_as_saved(session, who):
+@pytest.mark.parametrize("case", cases.SAVED)
+def test_revived_model_predicts_as_saved(session, case, who):
     del session
-    model = _load("sub", who)
-    np.testing.assert_allclose(model.predict(cases.X_SUB), RECORDED["sub_predict"], rtol=1e-5)
-    np.testing.assert_allclose(
-        model.predict(cases.X_SUB), RECORDED[f"{who}_sub"]["predict"], rtol=1e-5
-    )
+    got = _load(case, who).predict(cases.inputs(case))
+    np.testing.assert_allclose(got, RECORDED[f"{case}_predict"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, RECORDED[f"{who}_{case}"]["predict"], rtol=1e-5, atol=1e-6)
 
 
 def test_revived_layers_hold_the_models_variables(session):
@@ -111,6 +110,19 @@ def test_revived_layers_hold_the_models_variables(session):
     want = ((1.0 - mean) / np.sqrt(var + 1e-3) * gamma + beta) * s
     np.testing.assert_allclose(got, np.broadcast_to(want, got.shape), rtol=1e-5)
     del session
+
+
+@pytest.mark.parametrize("who", ["tf", "af"])
+@pytest.mark.parametrize("case", cases.SAVED)
+def test_one_variable_per_saved_weight(session, case, who):
+    """The layers hold the model's variables (no copies made beside them: the graph's
+    global variables are the model's weights)."""
+    del session
+    model = _load(case, who)
+    weights = model.weights
+    assert sorted(map(id, tf.global_variables())) == sorted(map(id, weights))
+    for layer in model.layers:
+        assert all(any(w is v for v in weights) for w in layer.weights)
 
 
 def test_revived_layer_classes(session):

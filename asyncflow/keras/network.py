@@ -309,6 +309,11 @@ def _call_args(layer) -> tuple:
 
 
 def _shape_text(layer) -> str:
+    first = getattr(layer, "_input_layer", None)
+    if getattr(first, "_built_by_model", False) and not layer._inbound_nodes:
+        # (a Sequential built by its first call in a subclassed model: Keras has no
+        # shapes for it, as for a layer)
+        return "multiple"
     try:
         shape = layer.output_shape
     except AttributeError:

@@ -37,10 +37,14 @@ and whose layers (the metadata's "root.<attribute>" nodes) are revived too, hold
 very variables the saved call computes with: a layer of a known class with a config and
 a build input shape is rebuilt from its config and built on the saved variables; any
 other is a generic revived layer (named as its saved class, its call the saved one, its
-config the saved one).  The variables in no layer are the model's own; its config is
-the saved one ({} for a class whose __init__ takes no arguments, as Keras writes it).
+config the saved one); a nested functional or Sequential model is rebuilt from its
+config with its layers on the saved variables.  The variables in no layer are the
+model's own; its config is the saved one ({} for a class whose __init__ takes no
+arguments, as Keras writes it).  A network whose config names layer classes not known
+here is rebuilt from its config the same way, those layers revived generically.
 Layers a subclassed model calls are saved with the shape they were built for (their
-build_input_shape, and their traced calls on it).  The optimizer's saved state is not
+build_input_shape, and their traced calls on it); a call whose layers take `training`
+is traced with it, as Keras does.  The optimizer's saved state is not
 restored: TF 2.21's load_model compiles a fresh optimizer (iterations 0, zero slots).
 Each layer other than an input layer gets the same lists, functions (on its first
 call's input specs, named "inputs") and keras_api.  Not written: `_default_save_signature`,
@@ -68,6 +72,9 @@ from asyncflow.keras.serialization import (
     CustomObjectScope,
     get_custom_objects,
     get_registered_name,
+)
+from asyncflow.keras.serialization import (
+    _from_config as _class_from_config,
 )
 from asyncflow.protos.saved_metadata_pb2 import SavedMetadata
 from asyncflow.saved_model import object_loader, object_saver
@@ -254,8 +261,9 @@ def _call_functions(layer) -> dict:
     model's inputs, named as they are; a layer's first call's, named "inputs"): for a
     network `inputs, training=False, mask=None`, traced with training True then False;
     for a subclassed model or a layer its call's first parameter and, if it takes one,
-    `training=False` (traced True then False).  A layer a subclassed model calls (no
-    node) is traced on the shape it was built for.  {} for a layer never called."""
+    `training=False` (traced True then False), also given when only its sublayers take
+    it.  A layer a subclassed model calls (no node) is traced on the shape it was built
+    for.  {} for a layer never called."""
     params = [
         p for p in inspect.signature(layer.call).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
@@ -274,9 +282,13 @@ def _call_functions(layer) -> dict:
         specs = specs[0] if len(specs) == 1 else specs
     else:
         return {}
-    training = "training" in names
+    training = passes = "training" in names
     if _is_model(layer) and layer._is_graph_network:
         names, training = ["inputs", "training", "mask"], True
+        passes = True
+    elif not training and _sublayers_take_training(layer):
+        # (as Keras traces a call whose layers take `training`: with it, unused here)
+        names, training = [names[0], "training"], True
     sig = [inspect.Parameter(names[0], inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     if training:
         sig += [
@@ -288,7 +300,7 @@ def _call_functions(layer) -> dict:
     def make(with_losses):
         def call(inputs, training=False, mask=None):
             del mask  # (the traces are made without one)
-            kwargs = {"training": training} if "training" in names else {}
+            kwargs = {"training": training} if passes else {}
             outputs = layer(inputs, **kwargs)
             return (outputs, []) if with_losses else outputs
 
@@ -302,6 +314,14 @@ def _call_functions(layer) -> dict:
         return fn
 
     return {CALL: make(False), ALL_LOSSES: make(True)}
+
+
+def _sublayers_take_training(layer) -> bool:
+    """Whether a layer within the layer (at any depth) takes a `training` argument."""
+    for sub in layer._sublayers():
+        if "training" in inspect.signature(sub.call).parameters or _sublayers_take_training(sub):
+            return True
+    return False
 
 
 def _shape_json(shape):
@@ -440,7 +460,7 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, signatur
         signatures = {"serving_default": _serving_signature(model)}
     functions = {id(model): _call_functions(model)}
     for layer in _all_layers(model):
-        if id(layer) not in functions and not isinstance(layer, InputLayer | Network):
+        if id(layer) not in functions and not isinstance(layer, InputLayer):
             functions[id(layer)] = _call_functions(layer)
     optimizer = getattr(model, "optimizer", None) if include_optimizer else None
     optimizer = optimizer if isinstance(optimizer, Optimizer) else None
@@ -517,6 +537,12 @@ def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
     with CustomObjectScope(custom_objects or {}):
         if not _from_config_possible(info, custom_objects):
             model = _revive(path, info, metadata, custom_objects)
+        elif _unknown_layer_classes(metadata, custom_objects):
+            # (a network holding layers of classes not known here: those revived from
+            # the saved objects, the rest rebuilt on the saved variables)
+            model = _network_on_saved(
+                object_loader.load_v2(path), info, metadata, "root", custom_objects
+            )
         else:
             model = _from_config(path, info, custom_objects)
         if not compile:
@@ -591,11 +617,21 @@ _LAYER_IDENTIFIERS = (
 )  # fmt: skip
 
 
+def _node_info(node) -> dict:
+    try:
+        info = json.loads(node.metadata)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"The metadata of {node.node_path} is not JSON: {e}") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"The metadata of {node.node_path} is not a JSON object.")
+    return info
+
+
 def _revive_layers(restored, metadata, custom_objects) -> list:
     """(attribute name, layer) of the model's own layers (metadata nodes "root.<name>"),
     in node order: each rebuilt from its config where Keras can (a known class, a
-    config and the shape it was built for) on the saved variables themselves, else a
-    generic revived layer named as the saved class."""
+    config and, for a layer, the shape it was built for) on the saved variables
+    themselves, else a generic revived layer named as the saved class."""
     out = []
     for node in sorted(metadata.nodes, key=lambda n: n.node_id):
         parts = node.node_path.split(".")
@@ -604,21 +640,123 @@ def _revive_layers(restored, metadata, custom_objects) -> list:
         saved = getattr(restored, parts[1], None)
         if saved is None:
             continue
-        try:
-            info = json.loads(node.metadata)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"The metadata of {node.node_path} is not JSON: {e}") from None
-        if not isinstance(info, dict):
-            raise ValueError(f"The metadata of {node.node_path} is not a JSON object.")
+        info = _node_info(node)
         layer = None
         if node.identifier in ("_tf_keras_layer", "_tf_keras_rnn_layer"):
             layer = _layer_from_config(saved, info, custom_objects)
+        elif _known_class(info.get("class_name"), custom_objects) is not None and isinstance(
+            info.get("config"), dict
+        ):
+            layer = _network_on_saved(restored, info, metadata, node.node_path, custom_objects)
         if layer is None:
-            layer = type(str(info.get("class_name", "Layer")), (_revived_layer_class(),), {})(
-                saved, info
-            )
+            layer = _generic_layer(saved, info)
         out.append((parts[1], layer))
     return out
+
+
+def _generic_layer(saved, info):
+    return type(str(info.get("class_name", "Layer")), (_revived_layer_class(),), {})(saved, info)
+
+
+def _known_class(name, custom_objects):
+    """The layer class a saved class name names here (custom objects first), or None."""
+    for table in (custom_objects or {}, get_custom_objects(), layer_configs.LAYER_CLASSES):
+        if name in table:
+            return table[name]
+    return None
+
+
+def _unknown_layer_classes(metadata, custom_objects) -> set:
+    """The class names of the saved layers that are not known here."""
+    out = set()
+    for node in metadata.nodes:
+        if node.node_path != "root" and node.identifier in _LAYER_IDENTIFIERS:
+            name = _node_info(node).get("class_name")
+            if _known_class(name, custom_objects) is None:
+                out.add(name)
+    return out
+
+
+def _saved_layers(restored, metadata, prefix) -> dict:
+    """Layer name -> (saved object, metadata) of the Keras layers under node path
+    `prefix` (restored: the SavedModel's root object)."""
+    out: dict = {}
+    for node in sorted(metadata.nodes, key=lambda n: n.node_id):
+        path = node.node_path
+        if not path.startswith(prefix + ".") or node.identifier not in _LAYER_IDENTIFIERS:
+            continue
+        obj = restored
+        for part in path.split(".")[1:]:
+            obj = getattr(obj, part, None)
+        if obj is not None:
+            info = _node_info(node)
+            out.setdefault(info.get("name"), (obj, info))
+    return out
+
+
+class _OnSaved:
+    """A layer class as the config's deserialization finds it (in custom_objects) while a
+    network is rebuilt on a SavedModel's objects: the layer made from its config takes
+    the saved variables of the layer of its name when built; a class not known here
+    makes a generic revived layer of the saved one."""
+
+    def __init__(self, name, real, saved, objects):
+        self._name, self._real, self._saved, self._objects = name, real, saved, objects
+
+    def from_config(self, config, custom_objects=None):
+        del custom_objects  # (the table this stand-in is in)
+        saved, info = self._saved.get(config.get("name"), (None, None))
+        if self._real is None:
+            if saved is None:
+                raise ValueError(f"Unknown layer: '{self._name}'.")
+            return _generic_layer(saved, info)
+        layer = _class_from_config(self._real, config, self._objects)
+        if saved is not None and not isinstance(layer, Network):
+            _adopt(layer, saved)
+        return layer
+
+
+def _network_on_saved(restored, info, metadata, prefix, custom_objects):
+    """The functional or Sequential model of the metadata at node path `prefix`, rebuilt
+    from its config with its layers on the SavedModel's variables (`_OnSaved`)."""
+    saved = _saved_layers(restored, metadata, prefix)
+    objects = dict(custom_objects or {})
+    for _, layer_info in saved.values():
+        name = layer_info.get("class_name")
+        objects[name] = _OnSaved(name, _known_class(name, custom_objects), saved, objects)
+    model = model_from_config(
+        {"class_name": info["class_name"], "config": _plain(info["config"])},
+        custom_objects=objects,
+    )
+    shape = _shape_from_json(info.get("build_input_shape"))
+    if not model.built and shape is not None:
+        # (a Sequential built by its first call: its config holds no input shape)
+        model.build(shape.as_list() if hasattr(shape, "as_list") else shape)
+    for layer in _all_layers(model):
+        layer.__dict__.pop("add_weight", None)
+    return model
+
+
+def _adopt(layer, saved) -> None:
+    """Until removed, the layer's add_weight hands back the saved layer's variable of
+    the name asked for (adding it to the layer's weights) instead of making one."""
+    saved_vars = _saved_list(getattr(saved, "variables", None))
+    cls_add_weight = type(layer).add_weight
+
+    def add_weight(name=None, shape=None, dtype=None, initializer=None, regularizer=None,
+                   trainable=None, constraint=None, **kwargs):  # fmt: skip
+        variable = getattr(saved, name, None) if isinstance(name, str) else None
+        if not any(variable is v for v in saved_vars):
+            return cls_add_weight(layer, name, shape, dtype, initializer, regularizer,
+                                  trainable, constraint, **kwargs)  # fmt: skip
+        if regularizer is not None:
+            with ops.name_scope(name + "/Regularizer"):
+                layer._losses.append(regularizer(variable))
+        trainable = True if trainable is None else trainable
+        (layer._trainable_weights if trainable else layer._non_trainable_weights).append(variable)
+        return variable
+
+    layer.__dict__["add_weight"] = add_weight
 
 
 def _shape_from_json(value):
@@ -638,12 +776,11 @@ def _shape_from_json(value):
 
 def _layer_from_config(saved, info, custom_objects):
     """The layer rebuilt from its config and built for its saved input shape with the
-    saved variables as its weights (its add_weight hands them back by name); None where
-    Keras revives it otherwise: an unknown class, no config or shape, or a build that
-    makes other weights than the saved ones."""
+    saved variables as its weights (`_adopt`); None where Keras revives it otherwise: an
+    unknown class, no config or shape, or a build that makes other weights than the
+    saved ones."""
     name, config = info.get("class_name"), info.get("config")
-    known = name in (custom_objects or {}) or name in get_custom_objects()
-    if not isinstance(config, dict) or not (known or name in layer_configs.LAYER_CLASSES):
+    if not isinstance(config, dict) or _known_class(name, custom_objects) is None:
         return None
     shape = _shape_from_json(info.get("build_input_shape"))
     if shape is None:
@@ -654,23 +791,7 @@ def _layer_from_config(saved, info, custom_objects):
         )
     except (ValueError, TypeError, KeyError):
         return None
-    saved_vars = _saved_list(getattr(saved, "variables", None))
-    cls_add_weight = type(layer).add_weight
-
-    def add_weight(name=None, shape=None, dtype=None, initializer=None, regularizer=None,
-                   trainable=None, constraint=None, **kwargs):  # fmt: skip
-        variable = getattr(saved, name, None) if isinstance(name, str) else None
-        if not any(variable is v for v in saved_vars):
-            return cls_add_weight(layer, name, shape, dtype, initializer, regularizer,
-                                  trainable, constraint, **kwargs)  # fmt: skip
-        if regularizer is not None:
-            with ops.name_scope(name + "/Regularizer"):
-                layer._losses.append(regularizer(variable))
-        trainable = True if trainable is None else trainable
-        (layer._trainable_weights if trainable else layer._non_trainable_weights).append(variable)
-        return variable
-
-    layer.__dict__["add_weight"] = add_weight
+    _adopt(layer, saved)
     try:
         layer.build(shape)
     except (ValueError, TypeError):
@@ -679,6 +800,7 @@ def _layer_from_config(saved, info, custom_objects):
         del layer.__dict__["add_weight"]
     layer._build_input_shape = shape
     layer.built = True
+    saved_vars = _saved_list(getattr(saved, "variables", None))
     if sorted(map(id, layer.weights)) != sorted(map(id, saved_vars)):
         return None
     return layer
