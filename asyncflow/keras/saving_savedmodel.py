@@ -843,7 +843,7 @@ def _revived_layer_class():
                     "`get_config` and `from_config` in the layer class and pass it in "
                     "`custom_objects` when loading the model."
                 )
-            if "training" in fn._arg_names:
+            if "training" in fn._arg_names + fn._kwonly:
                 outputs, _ = fn(inputs, training=bool(training))
             else:
                 outputs, _ = fn(inputs)
@@ -884,7 +884,7 @@ def _revived_model_class():
         base.__init__(self, name=info.get("name"))
         self._restored = restored
         self._restored_call = call
-        self._expects_training = "training" in call._arg_names
+        self._expects_training = "training" in call._arg_names + call._kwonly
         self._saved_config = info.get("config")
         tracked = self.__dict__.setdefault("_tracked_layers", [])
         in_layers = set()
