@@ -543,6 +543,8 @@ def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
             model = _network_on_saved(
                 object_loader.load_v2(path), info, metadata, "root", custom_objects
             )
+            # (the values of any weight a layer's build made anew)
+            model.load_weights(os.path.join(path, "variables", "variables")).expect_partial()
         else:
             model = _from_config(path, info, custom_objects)
         if not compile:
