@@ -344,6 +344,9 @@ class Layer:
         if self.built:
             return
         shapes = nest.map_structure(lambda t: t.shape, inputs)
+        # (kept as Keras keeps it: a SavedModel's layer metadata records it, and a loader
+        # rebuilds the layer from its config with it)
+        self._build_input_shape = shapes
         self.build(shapes)
         self.built = True
 

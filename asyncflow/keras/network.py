@@ -273,7 +273,7 @@ class Network(Layer):
         layers = self._summary_layers()
         for i, layer in enumerate(layers):
             fields = [
-                f"{layer.name} ({type(layer).__name__})",
+                f"{layer.name} ({_class_name(layer)})",
                 _shape_text(layer),
                 layer.count_params() if layer.built else "0 (unused)",
             ]
@@ -308,7 +308,19 @@ def _call_args(layer) -> tuple:
         return ()
 
 
+def _class_name(layer) -> str:
+    """The class Keras names: "Functional" for a plain functional Model (TF's class)."""
+    if type(layer).__dict__.get("_keras_registered_name") == "Functional":
+        return "Functional"
+    return type(layer).__name__
+
+
 def _shape_text(layer) -> str:
+    first = getattr(layer, "_input_layer", None)
+    if getattr(first, "_built_by_model", False) and not layer._inbound_nodes:
+        # (a Sequential built by its first call in a subclassed model: Keras has no
+        # shapes for it, as for a layer)
+        return "multiple"
     try:
         shape = layer.output_shape
     except AttributeError:

@@ -32,8 +32,19 @@ Loading reads keras_metadata.pb, rebuilds the model from the root's class name a
 config, restores its variables from variables/ by object path and, with `compile`,
 compiles it from the training config.  A model without a config, or of a class not
 known here (a subclassed model), is revived as Keras revives it: a Model subclass
-named as the saved class whose weights are the SavedModel's variables and whose call
-runs the saved call_and_return_conditional_losses.  The optimizer's saved state is not
+named as the saved class whose call runs the saved call_and_return_conditional_losses
+and whose layers (the metadata's "root.<attribute>" nodes) are revived too, holding the
+very variables the saved call computes with: a layer of a known class with a config and
+a build input shape is rebuilt from its config and built on the saved variables; any
+other is a generic revived layer (named as its saved class, its call the saved one, its
+config the saved one); a nested functional or Sequential model is rebuilt from its
+config with its layers on the saved variables.  The variables in no layer are the
+model's own; its config is the saved one ({} for a class whose __init__ takes no
+arguments, as Keras writes it).  A network whose config names layer classes not known
+here is rebuilt from its config the same way, those layers revived generically.
+Layers a subclassed model calls are saved with the shape they were built for (their
+build_input_shape, and their traced calls on it); a call whose layers take `training`
+is traced with it, as Keras does.  The optimizer's saved state is not
 restored: TF 2.21's load_model compiles a fresh optimizer (iterations 0, zero slots).
 Each layer other than an input layer gets the same lists, functions (on its first
 call's input specs, named "inputs") and keras_api.  Not written: `_default_save_signature`,
@@ -48,6 +59,7 @@ import logging
 import os
 
 from asyncflow import errors, nest, trackable
+from asyncflow import graph as ops
 from asyncflow.framework_extras import TensorSpec
 from asyncflow.keras import backend, layer_configs
 from asyncflow.keras import saving_hdf5 as hdf5
@@ -60,6 +72,9 @@ from asyncflow.keras.serialization import (
     CustomObjectScope,
     get_custom_objects,
     get_registered_name,
+)
+from asyncflow.keras.serialization import (
+    _from_config as _class_from_config,
 )
 from asyncflow.protos.saved_metadata_pb2 import SavedMetadata
 from asyncflow.saved_model import object_loader, object_saver
@@ -246,7 +261,9 @@ def _call_functions(layer) -> dict:
     model's inputs, named as they are; a layer's first call's, named "inputs"): for a
     network `inputs, training=False, mask=None`, traced with training True then False;
     for a subclassed model or a layer its call's first parameter and, if it takes one,
-    `training=False` (traced True then False).  {} for a layer never called."""
+    `training=False` (traced True then False), also given when only its sublayers take
+    it.  A layer a subclassed model calls (no node) is traced on the shape it was built
+    for.  {} for a layer never called."""
     params = [
         p for p in inspect.signature(layer.call).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
@@ -258,11 +275,20 @@ def _call_functions(layer) -> dict:
         tensors = nest.flatten(layer._inbound_nodes[0].input_tensors)
         specs = [TensorSpec(t.shape, t.dtype.base_dtype, "inputs") for t in tensors]
         specs = specs[0] if len(specs) == 1 else specs
+    elif getattr(layer, "_build_input_shape", None) is not None and names:
+        # (a layer a subclassed model calls: the shape it was built for, in its dtype)
+        shapes = nest.flatten(layer._build_input_shape)
+        specs = [TensorSpec(s, layer.dtype, "inputs") for s in shapes]
+        specs = specs[0] if len(specs) == 1 else specs
     else:
         return {}
-    training = "training" in names
+    training = passes = "training" in names
     if _is_model(layer) and layer._is_graph_network:
         names, training = ["inputs", "training", "mask"], True
+        passes = True
+    elif not training and _sublayers_take_training(layer):
+        # (as Keras traces a call whose layers take `training`: with it, unused here)
+        names, training = [names[0], "training"], True
     sig = [inspect.Parameter(names[0], inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     if training:
         sig += [
@@ -274,7 +300,7 @@ def _call_functions(layer) -> dict:
     def make(with_losses):
         def call(inputs, training=False, mask=None):
             del mask  # (the traces are made without one)
-            kwargs = {"training": training} if "training" in names else {}
+            kwargs = {"training": training} if passes else {}
             outputs = layer(inputs, **kwargs)
             return (outputs, []) if with_losses else outputs
 
@@ -288,6 +314,14 @@ def _call_functions(layer) -> dict:
         return fn
 
     return {CALL: make(False), ALL_LOSSES: make(True)}
+
+
+def _sublayers_take_training(layer) -> bool:
+    """Whether a layer within the layer (at any depth) takes a `training` argument."""
+    for sub in layer._sublayers():
+        if "training" in inspect.signature(sub.call).parameters or _sublayers_take_training(sub):
+            return True
+    return False
 
 
 def _shape_json(shape):
@@ -317,6 +351,11 @@ def _layer_metadata(layer) -> dict:
         first_call = nest.flatten(layer._inbound_nodes[0].input_tensors)
         shapes = [backend.int_shape(t) for t in first_call]
         meta["build_input_shape"] = _shape_json(shapes[0] if len(shapes) == 1 else shapes)
+    elif getattr(layer, "_build_input_shape", None) is not None:
+        # (a layer a subclassed model calls: no node, the shape it was built for)
+        shapes = [tuple(s.as_list()) if s.dims is not None else None
+                  for s in nest.flatten(layer._build_input_shape)]  # fmt: skip
+        meta["build_input_shape"] = _shape_json(shapes[0] if len(shapes) == 1 else shapes)
     return meta
 
 
@@ -324,7 +363,8 @@ def _model_metadata(model, include_optimizer) -> dict:
     try:
         config = saved_config(model)
     except NotImplementedError:  # (a subclassed model: revived from its traced call)
-        config = None
+        # (Keras' config of a subclassed model made without arguments: {})
+        config = {} if _init_takes_nothing(model) else None
     expects_training = "training" in inspect.signature(model.call).parameters
     meta = {
         "name": model.name,
@@ -351,6 +391,15 @@ def _model_metadata(model, include_optimizer) -> dict:
         if model._compile_kwargs is not None:
             meta["training_config"] = hdf5._training_config(model)
     return meta
+
+
+def _init_takes_nothing(model) -> bool:
+    """Whether the model's class's __init__ takes no argument but self."""
+    try:
+        params = list(inspect.signature(type(model).__init__).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return len(params) == 1
 
 
 def _serving_signature(model):
@@ -411,7 +460,7 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, signatur
         signatures = {"serving_default": _serving_signature(model)}
     functions = {id(model): _call_functions(model)}
     for layer in _all_layers(model):
-        if id(layer) not in functions and not isinstance(layer, InputLayer | Network):
+        if id(layer) not in functions and not isinstance(layer, InputLayer):
             functions[id(layer)] = _call_functions(layer)
     optimizer = getattr(model, "optimizer", None) if include_optimizer else None
     optimizer = optimizer if isinstance(optimizer, Optimizer) else None
@@ -487,7 +536,15 @@ def load_model(filepath, custom_objects=None, compile=True):  # noqa: A002
         raise ValueError(f"The model's metadata in {meta_path} names no class.")
     with CustomObjectScope(custom_objects or {}):
         if not _from_config_possible(info, custom_objects):
-            model = _revive(path, info)
+            model = _revive(path, info, metadata, custom_objects)
+        elif _unknown_layer_classes(metadata, custom_objects):
+            # (a network holding layers of classes not known here: those revived from
+            # the saved objects, the rest rebuilt on the saved variables)
+            model = _network_on_saved(
+                object_loader.load_v2(path), info, metadata, "root", custom_objects
+            )
+            # (the values of any weight a layer's build made anew)
+            model.load_weights(os.path.join(path, "variables", "variables")).expect_partial()
         else:
             model = _from_config(path, info, custom_objects)
         if not compile:
@@ -531,10 +588,11 @@ def _from_config(path, info, custom_objects):
     return model
 
 
-def _revive(path, info):
+def _revive(path, info, metadata, custom_objects):
     """A model without a usable config, revived as Keras does from the SavedModel's
-    objects: a subclassed model (named as the saved class) whose weights are the saved
-    variables and whose call runs the saved `__call__` function.
+    objects: a subclassed model (named as the saved class) whose call runs the saved
+    call function and whose layers are revived (`_revive_layers`); the variables not in
+    a layer are its own.
 
     Raises:
       ValueError: the SavedModel holds no traced call of the model.
@@ -551,7 +609,257 @@ def _revive(path, info):
             "cannot be revived. Pass its class in custom_objects."
         )
     cls = type(info["class_name"], (_revived_model_class(),), {})
-    return cls(restored, call, info)
+    layers = _revive_layers(restored, metadata, custom_objects)
+    return cls(restored, call, info, layers)
+
+
+_LAYER_IDENTIFIERS = (
+    "_tf_keras_layer", "_tf_keras_rnn_layer", "_tf_keras_network", "_tf_keras_model",
+    "_tf_keras_sequential",
+)  # fmt: skip
+
+
+def _node_info(node) -> dict:
+    try:
+        info = json.loads(node.metadata)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"The metadata of {node.node_path} is not JSON: {e}") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"The metadata of {node.node_path} is not a JSON object.")
+    return info
+
+
+def _revive_layers(restored, metadata, custom_objects) -> list:
+    """(attribute name, layer) of the model's own layers (metadata nodes "root.<name>"),
+    in node order: each rebuilt from its config where Keras can (a known class, a
+    config and, for a layer, the shape it was built for) on the saved variables
+    themselves, else a generic revived layer named as the saved class."""
+    out = []
+    for node in sorted(metadata.nodes, key=lambda n: n.node_id):
+        parts = node.node_path.split(".")
+        if len(parts) != 2 or parts[0] != "root" or node.identifier not in _LAYER_IDENTIFIERS:
+            continue
+        saved = getattr(restored, parts[1], None)
+        if saved is None:
+            continue
+        info = _node_info(node)
+        layer = None
+        if node.identifier in ("_tf_keras_layer", "_tf_keras_rnn_layer"):
+            layer = _layer_from_config(saved, info, custom_objects)
+        elif _known_class(info.get("class_name"), custom_objects) is not None and isinstance(
+            info.get("config"), dict
+        ):
+            layer = _network_on_saved(restored, info, metadata, node.node_path, custom_objects)
+        if layer is None:
+            layer = _generic_layer(saved, info)
+        out.append((parts[1], layer))
+    return out
+
+
+def _generic_layer(saved, info):
+    return type(str(info.get("class_name", "Layer")), (_revived_layer_class(),), {})(saved, info)
+
+
+def _known_class(name, custom_objects):
+    """The layer class a saved class name names here (custom objects first), or None."""
+    for table in (custom_objects or {}, get_custom_objects(), layer_configs.LAYER_CLASSES):
+        if name in table:
+            return table[name]
+    return None
+
+
+def _unknown_layer_classes(metadata, custom_objects) -> set:
+    """The class names of the saved layers that are not known here."""
+    out = set()
+    for node in metadata.nodes:
+        if node.node_path != "root" and node.identifier in _LAYER_IDENTIFIERS:
+            name = _node_info(node).get("class_name")
+            if _known_class(name, custom_objects) is None:
+                out.add(name)
+    return out
+
+
+def _saved_layers(restored, metadata, prefix) -> dict:
+    """Layer name -> (saved object, metadata) of the Keras layers under node path
+    `prefix` (restored: the SavedModel's root object)."""
+    out: dict = {}
+    for node in sorted(metadata.nodes, key=lambda n: n.node_id):
+        path = node.node_path
+        if not path.startswith(prefix + ".") or node.identifier not in _LAYER_IDENTIFIERS:
+            continue
+        obj = restored
+        for part in path.split(".")[1:]:
+            obj = getattr(obj, part, None)
+        if obj is not None:
+            info = _node_info(node)
+            out.setdefault(info.get("name"), (obj, info))
+    return out
+
+
+class _OnSaved:
+    """A layer class as the config's deserialization finds it (in custom_objects) while a
+    network is rebuilt on a SavedModel's objects: the layer made from its config takes
+    the saved variables of the layer of its name when built; a class not known here
+    makes a generic revived layer of the saved one."""
+
+    def __init__(self, name, real, saved, objects):
+        self._name, self._real, self._saved, self._objects = name, real, saved, objects
+
+    def from_config(self, config, custom_objects=None):
+        del custom_objects  # (the table this stand-in is in)
+        saved, info = self._saved.get(config.get("name"), (None, None))
+        if self._real is None:
+            if saved is None:
+                raise ValueError(f"Unknown layer: '{self._name}'.")
+            return _generic_layer(saved, info)
+        layer = _class_from_config(self._real, config, self._objects)
+        if saved is not None and not isinstance(layer, Network):
+            _adopt(layer, saved)
+        return layer
+
+
+def _network_on_saved(restored, info, metadata, prefix, custom_objects):
+    """The functional or Sequential model of the metadata at node path `prefix`, rebuilt
+    from its config with its layers on the SavedModel's variables (`_OnSaved`)."""
+    saved = _saved_layers(restored, metadata, prefix)
+    objects = dict(custom_objects or {})
+    for _, layer_info in saved.values():
+        name = layer_info.get("class_name")
+        objects[name] = _OnSaved(name, _known_class(name, custom_objects), saved, objects)
+    model = model_from_config(
+        {"class_name": info["class_name"], "config": _plain(info["config"])},
+        custom_objects=objects,
+    )
+    shape = _shape_from_json(info.get("build_input_shape"))
+    if not model.built and shape is not None:
+        # (a Sequential built by its first call: its config holds no input shape)
+        model.build(shape.as_list() if hasattr(shape, "as_list") else shape)
+    for layer in _all_layers(model):
+        layer.__dict__.pop("add_weight", None)
+    return model
+
+
+def _adopt(layer, saved) -> None:
+    """Until removed, the layer's add_weight hands back the saved layer's variable of
+    the name asked for (adding it to the layer's weights) instead of making one."""
+    saved_vars = _saved_list(getattr(saved, "variables", None))
+    cls_add_weight = type(layer).add_weight
+
+    def add_weight(name=None, shape=None, dtype=None, initializer=None, regularizer=None,
+                   trainable=None, constraint=None, **kwargs):  # fmt: skip
+        variable = getattr(saved, name, None) if isinstance(name, str) else None
+        if not any(variable is v for v in saved_vars):
+            return cls_add_weight(layer, name, shape, dtype, initializer, regularizer,
+                                  trainable, constraint, **kwargs)  # fmt: skip
+        if regularizer is not None:
+            with ops.name_scope(name + "/Regularizer"):
+                layer._losses.append(regularizer(variable))
+        trainable = True if trainable is None else trainable
+        (layer._trainable_weights if trainable else layer._non_trainable_weights).append(variable)
+        return variable
+
+    layer.__dict__["add_weight"] = add_weight
+
+
+def _shape_from_json(value):
+    """A build_input_shape of the metadata (TensorShape markers, lists, None)."""
+    from asyncflow.tensor_shape import TensorShape
+
+    if isinstance(value, dict) and value.get("class_name") == "TensorShape":
+        return TensorShape(value.get("items"))
+    if isinstance(value, dict) and value.get("class_name") == "__tuple__":
+        return [_shape_from_json(v) for v in value.get("items", [])]
+    if isinstance(value, list) and all(v is None or isinstance(v, int) for v in value):
+        return TensorShape(value)
+    if isinstance(value, list):
+        return [_shape_from_json(v) for v in value]
+    return None
+
+
+def _layer_from_config(saved, info, custom_objects):
+    """The layer rebuilt from its config and built for its saved input shape with the
+    saved variables as its weights (`_adopt`); None where Keras revives it otherwise: an
+    unknown class, no config or shape, or a build that makes other weights than the
+    saved ones."""
+    name, config = info.get("class_name"), info.get("config")
+    if not isinstance(config, dict) or _known_class(name, custom_objects) is None:
+        return None
+    shape = _shape_from_json(info.get("build_input_shape"))
+    if shape is None:
+        return None
+    try:
+        layer = layer_configs.deserialize(
+            {"class_name": name, "config": _plain(config)}, custom_objects
+        )
+    except (ValueError, TypeError, KeyError):
+        return None
+    _adopt(layer, saved)
+    try:
+        layer.build(shape)
+    except (ValueError, TypeError):
+        return None
+    finally:
+        del layer.__dict__["add_weight"]
+    layer._build_input_shape = shape
+    layer.built = True
+    saved_vars = _saved_list(getattr(saved, "variables", None))
+    if sorted(map(id, layer.weights)) != sorted(map(id, saved_vars)):
+        return None
+    return layer
+
+
+_REVIVED_LAYER: list = []
+
+
+def _revived_layer_class():
+    """RevivedLayer: a layer Keras cannot rebuild from its config (a class it does not
+    know), revived from its saved objects: its name, trainability, dtype and variables,
+    its call the saved call function, its config the saved one."""
+    if _REVIVED_LAYER:
+        return _REVIVED_LAYER[0]
+
+    class RevivedLayer(Layer):
+        def __init__(self, saved, info):
+            super().__init__(
+                name=info.get("name"), trainable=bool(info.get("trainable", True)),
+                dtype=info.get("dtype") or None,
+            )  # fmt: skip
+            variables = _saved_list(getattr(saved, "variables", None))
+            trainable = _saved_list(getattr(saved, "trainable_variables", None))
+            self._trainable_weights = [v for v in variables if any(v is t for t in trainable)]
+            self._non_trainable_weights = [
+                v for v in variables if not any(v is t for t in trainable)
+            ]
+            api = getattr(saved, "keras_api", None)
+            self._saved_call = getattr(api, LOSSES, None) or getattr(saved, ALL_LOSSES, None)
+            self._saved_config = info.get("config")
+            self.built = True
+
+        def call(self, inputs, training=None, **kwargs):
+            del kwargs
+            fn = self._saved_call
+            if fn is None or not getattr(fn, "concrete_functions", None):
+                raise ValueError(
+                    f"Cannot call custom layer {self.name} of type {type(self)}, because "
+                    "the call function was not serialized to the SavedModel. Implement "
+                    "`get_config` and `from_config` in the layer class and pass it in "
+                    "`custom_objects` when loading the model."
+                )
+            if "training" in fn._arg_names + fn._kwonly:
+                outputs, _ = fn(inputs, training=bool(training))
+            else:
+                outputs, _ = fn(inputs)
+            return outputs
+
+        def get_config(self):
+            if not isinstance(self._saved_config, dict):
+                raise NotImplementedError(
+                    f"{type(self).__name__} was revived from a SavedModel without its config."
+                )
+            return dict(self._saved_config)
+
+    _REVIVED_LAYER.append(RevivedLayer)
+    return RevivedLayer
 
 
 def _saved_list(obj) -> list:
@@ -574,14 +882,23 @@ def _revived_model_class():
         return _REVIVED[0]
     base = layer_configs.LAYER_CLASSES["Model"]
 
-    def __init__(self, restored, call, info):  # noqa: N807
+    def __init__(self, restored, call, info, layers=()):  # noqa: N807
         base.__init__(self, name=info.get("name"))
         self._restored = restored
         self._restored_call = call
-        self._expects_training = "training" in call._arg_names
+        self._expects_training = "training" in call._arg_names + call._kwonly
+        self._saved_config = info.get("config")
+        tracked = self.__dict__.setdefault("_tracked_layers", [])
+        in_layers = set()
+        for attr, layer in layers:
+            tracked.append(layer)
+            in_layers.update(id(w) for w in layer.weights)
+            if not hasattr(type(self), attr) and attr not in self.__dict__:
+                object.__setattr__(self, attr, layer)
         variables = _saved_list(getattr(restored, "variables", None))
-        self._trainable_weights = [v for v in variables if v.trainable]
-        self._non_trainable_weights = [v for v in variables if not v.trainable]
+        own = [v for v in variables if id(v) not in in_layers]
+        self._trainable_weights = [v for v in own if v.trainable]
+        self._non_trainable_weights = [v for v in own if not v.trainable]
         self.trainable = bool(info.get("trainable", True))
         self.built = True
 
@@ -594,6 +911,8 @@ def _revived_model_class():
         return outputs
 
     def get_config(self):
+        if isinstance(self._saved_config, dict):
+            return dict(self._saved_config)
         raise NotImplementedError(
             f"{type(self).__name__} was revived from a SavedModel's traced call; it has no config."
         )

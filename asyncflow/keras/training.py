@@ -861,10 +861,14 @@ class Sequential(Model):
             self._input_layer = layer
             self.inputs, self.outputs = [layer.output], [layer.output]
             return
-        if not self._seq_layers and not self.outputs and hasattr(layer, "_batch_input_shape"):
+        # (the input shape of a model added first is its first layer's, as Keras finds it)
+        first = layer
+        while isinstance(first, Network) and first.layers and first is not self:
+            first = first.layers[0]
+        if not self._seq_layers and not self.outputs and hasattr(first, "_batch_input_shape"):
             self._input_layer = InputLayer(
-                batch_input_shape=layer._batch_input_shape,
-                dtype=layer._dtype,
+                batch_input_shape=first._batch_input_shape,
+                dtype=first._dtype,
                 name=layer.name + "_input",
             )
             self.inputs, self.outputs = [self._input_layer.output], [self._input_layer.output]

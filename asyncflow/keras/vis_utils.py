@@ -2,9 +2,13 @@
 layers as pydot record nodes (named by `id(layer)`, labelled with the layer's name and
 class, and as asked its dtype, input and output shapes, activation and trainability) and
 an edge per call from each inbound layer, in a `pydot.Dot` (a `pydot.Cluster` with
-`subgraph=True`).  pydot is optional (the `plot` extra): without it both raise TF's
-ImportError; plot_model also needs graphviz's `dot` program (TF's check: pydot rendering
-an empty graph), and writes the file in the format its extension names.
+`subgraph=True`).  With expand_nested a nested functional or Sequential model is a
+cluster ("cluster_<name>") of its own layers, drawn the same way, the edges into it going
+to its first node and those out of it leaving its last (of its own nodes, not of the
+clusters within it, as TF's).  pydot is optional (the `plot`
+extra): without it both raise TF's ImportError; plot_model also needs graphviz's `dot`
+program (TF's check: pydot rendering an empty graph), and writes the file in the format
+its extension names.
 
 Invariant: the dot source is TF's for the same model (same labels, attributes and edge
 order), up to the node names, which are Python object ids in both.
@@ -107,11 +111,25 @@ def _is_wrapper(layer) -> bool:
     )
 
 
+def _class_name(layer) -> str:
+    """The class TF names: "Functional" for a plain functional Model (TF's class)."""
+    if type(layer).__dict__.get("_keras_registered_name") == "Functional":
+        return "Functional"
+    return type(layer).__name__
+
+
+def _is_expanded(layer, expand_nested) -> bool:
+    """A nested network drawn as its own cluster (expand_nested)."""
+    from asyncflow.keras.network import Network
+
+    return expand_nested and isinstance(layer, Network) and layer._is_graph_network
+
+
 def _label(layer, show_shapes, show_dtype, show_layer_names, show_layer_activations,
            show_trainable) -> str:  # fmt: skip
     from asyncflow.keras.engine import InputLayer
 
-    name, label = layer.name, type(layer).__name__
+    name, label = layer.name, _class_name(layer)
     if _is_wrapper(layer):
         name = f"{name}({layer.layer.name})"
         label = f"{label}({type(layer.layer).__name__})"
@@ -149,8 +167,6 @@ def model_to_dot(model, show_shapes=False, show_dtype=False, show_layer_names=Tr
     Raises:
       ValueError: a model not built, or a bad layer_range.
       ImportError: pydot is not installed (TF's message).
-      NotImplementedError: expand_nested with a nested model (asyncflow draws the
-        nested model as one node only without it).
     """
     if not model.built:
         raise ValueError(_UNBUILT_MESSAGE)
@@ -159,7 +175,6 @@ def model_to_dot(model, show_shapes=False, show_dtype=False, show_layer_names=Tr
         raise ImportError(_PYDOT_MESSAGE)
     from asyncflow.keras.backend_config import keras_history
     from asyncflow.keras.engine import InputLayer
-    from asyncflow.keras.network import Network
 
     if subgraph:
         dot = pydot.Cluster(style="dashed", graph_name=model.name)
@@ -176,10 +191,23 @@ def model_to_dot(model, show_shapes=False, show_dtype=False, show_layer_names=Tr
         dot.add_node(pydot.Node(str(id(model)), label=model.name))
         return dot
     layers = _all_layers(model)
-    if expand_nested and any(isinstance(la, Network) for la in layers):
-        raise NotImplementedError("model_to_dot: asyncflow does not expand nested models")
+    # A nested network expanded is a cluster of its own layers (drawn as this model is);
+    # the edges into it go to its first layer, the edges out of it leave its last one.
+    first, last = {}, {}
     for i, layer in enumerate(layers):
         if bounds and (i < bounds[0] or i >= bounds[1]):
+            continue
+        if _is_expanded(layer, expand_nested):
+            cluster = model_to_dot(
+                layer, show_shapes=show_shapes, show_dtype=show_dtype,
+                show_layer_names=show_layer_names, rankdir=rankdir, expand_nested=True,
+                dpi=dpi, subgraph=True, show_layer_activations=show_layer_activations,
+                show_trainable=show_trainable,
+            )  # fmt: skip
+            # (TF's ends: the cluster's own first and last nodes, not its clusters')
+            nodes = cluster.get_nodes()
+            first[id(layer)], last[id(layer)] = nodes[0].get_name(), nodes[-1].get_name()
+            dot.add_subgraph(cluster)
             continue
         label = _label(layer, show_shapes, show_dtype, show_layer_names,
                        show_layer_activations, show_trainable)  # fmt: skip
@@ -192,8 +220,12 @@ def model_to_dot(model, show_shapes=False, show_dtype=False, show_layer_names=Tr
             if id(node) not in in_model:
                 continue
             for tensor in nest.flatten(node.input_tensors):
-                src, dst = str(id(keras_history(tensor)[0])), str(id(layer))
-                if not dot.get_node(src) or not dot.get_node(dst):
+                source = keras_history(tensor)[0]
+                src = last.get(id(source), str(id(source)))
+                dst = first.get(id(layer), str(id(layer)))
+                if not (id(source) in last or id(layer) in first) and (
+                    not dot.get_node(src) or not dot.get_node(dst)
+                ):
                     # (TF's assert: a layer_range that cuts the model's calls)
                     raise AssertionError()
                 if not dot.get_edge(src, dst):

@@ -15,10 +15,12 @@ function library) or a signature (a bare concrete function under the "signatures
   `bound_inputs`) with the SavedModel's library; graph_io inlines the call on import.
 
 Arguments bind as TF binds them: to the one concrete function whose input signature
-they fit (dtype equal, shape compatible), else TF's TypeError.  A composite argument
-(RaggedTensor, SparseTensor, IndexedSlices: a TypeSpecProto in the saved signature)
-fits when it is of the spec's type and each of its component tensors fits the spec's;
-a composite result is rebuilt from the call's outputs by its saved TypeSpec.
+they fit (dtype equal, shape compatible), else TF's TypeError; keyword-only Python
+arguments (given, else their saved defaults) pick the trace made with those values.
+A composite argument (RaggedTensor, SparseTensor, IndexedSlices: a TypeSpecProto in
+the saved signature) fits when it is of the spec's type and each of its component
+tensors fits the spec's; a composite result is rebuilt from the call's outputs by its
+saved TypeSpec.
 
 A SavedModel without an object graph (TF1's builder) loads as TF's load_v1_in_v2 does:
 an AutoTrackable whose `.variables` are its resource variables (recreated, restored by
@@ -396,6 +398,12 @@ class RestoredFunction:
         self._defaults = dict(
             zip(self._arg_names[len(self._arg_names) - len(defaults) :], defaults)
         )
+        # Keyword-only arguments (Keras' `training` of a call whose layers take it): a
+        # trace is chosen by their Python values, given or defaulted.
+        self._kwonly = list(spec.kwonlyargs) if spec is not None and spec.kwonlyargs else []
+        self._kwonly_defaults = (
+            dict(spec.kwonlydefaults) if spec is not None and spec.kwonlydefaults else {}
+        )
         kind = saved.function_spec.input_signature.WhichOneof("kind")
         self._has_signature = kind not in (None, "none_value")
 
@@ -425,9 +433,23 @@ class RestoredFunction:
                 return None
         return values
 
+    def _keywords_fit(self, kw_specs, given) -> bool:
+        """Whether a trace's Python keyword values are those given (or defaulted)."""
+        for key, spec in (kw_specs or {}).items():
+            if key not in self._kwonly or isinstance(spec, TypeSpec | TensorSpec):
+                continue
+            value = given.get(key, self._kwonly_defaults.get(key))
+            if not isinstance(value, bool | int | float | str | None) or value != spec:
+                return False
+        return True
+
     def _bind(self, args, kwargs):
+        given = {k: v for k, v in kwargs.items() if k in self._kwonly}
+        kwargs = {k: v for k, v in kwargs.items() if k not in self._kwonly}
         for concrete in self._concrete:
-            pos_specs, _ = concrete.structured_input_signature
+            pos_specs, kw_specs = concrete.structured_input_signature
+            if not self._keywords_fit(kw_specs, given):
+                continue
             values = self._values(args, kwargs, pos_specs)
             if values is None:
                 continue

@@ -1,0 +1,167 @@
+"""The layers of a Keras model revived by `tf.keras.models.load_model` from a SavedModel
+(`model.layers`, `get_layer`, each layer's weights, config, call and the summary), and
+`tf.keras.utils.model_to_dot(expand_nested=True)`'s clusters, against TF 2.21's tf_keras.
+
+tests/fixtures/keras_revive_layers_cases.py recorded TF's SavedModel of a subclassed model
+(keras_revive_layers/tf_sub: a Dense, a BatchNormalization and a custom layer the loader
+does not know), asyncflow's of the same (af_sub), and keras_revive_layers_tf.json: what
+TF's load_model makes of either and of keras_savedmodel/{tf,af}_{seq,fn} (`describe`),
+and TF's dot sources of nested models.
+"""
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import asyncflow as tf
+from asyncflow import compat
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+import keras_revive_layers_cases as cases  # noqa: E402
+
+RECORDED = json.loads((FIXTURES / "keras_revive_layers_tf.json").read_text())
+K = tf.keras
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def session():
+    with tf.Graph().as_default(), tf.Session() as sess:
+        K.backend.set_session(sess)
+        yield sess
+
+
+@pytest.fixture(autouse=True)
+def _v2_behavior(monkeypatch):
+    monkeypatch.setattr(compat, "_V2_BEHAVIOR", [True])
+
+
+def _same(got, want, where="") -> None:
+    """got equals the recorded want: floats to 1e-5, the rest exactly."""
+    if isinstance(want, float):
+        assert got == pytest.approx(want, rel=1e-5, abs=1e-6), where
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), (where, got, want)
+        for k in want:
+            _same(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), (where, got, want)
+        for k, (g, w) in enumerate(zip(got, want, strict=True)):
+            _same(g, w, f"{where}[{k}]")
+    else:
+        assert got == want, (where, got, want)
+
+
+def _load(case, who):
+    return K.models.load_model(cases.CASES[case][0][who], compile=False)
+
+
+# -- what a user sees of the revived model and its layers -------------------------------------
+
+
+LOADS = [(case, who) for case, (paths, _) in sorted(cases.CASES.items()) for who in paths]
+
+
+@pytest.mark.parametrize(("case", "who"), LOADS)
+def test_revived_model_as_tf_sees_it(session, case, who):
+    """Class names, weights, configs, parameter counts, get_layer, the layers' values
+    and calls, and the summary text: TF's for the same SavedModel."""
+    del session
+    got = json.loads(json.dumps(cases.describe(K, _load(case, who), case)))
+    want = RECORDED[f"{who}_{case}"]
+    want = {k: v for k, v in want.items() if k != "predict"}
+    # (asyncflow's functional models are instances of Model itself, TF's of its
+    # Functional subclass: a difference of every functional model, not of loading; the
+    # summary names it Functional as TF)
+    for entry in [want, *want["layers"]]:
+        if entry["class"] == "Functional":
+            entry["class"] = "Model"
+    _same(got, want, f"{who}_{case}")
+
+
+@pytest.mark.parametrize("who", ["tf", "af"])
+@pytest.mark.parametrize("case", cases.SAVED)
+def test_revived_model_predicts_as_saved(session, case, who):
+    del session
+    got = _load(case, who).predict(cases.inputs(case))
+    np.testing.assert_allclose(got, RECORDED[f"{case}_predict"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, RECORDED[f"{who}_{case}"]["predict"], rtol=1e-5, atol=1e-6)
+
+
+def test_revived_layers_hold_the_models_variables(session):
+    """A layer's weights are the very variables the revived model computes with: setting
+    a layer's weights changes the model's predictions."""
+    model = _load("sub", "tf")
+    model_vars = model.weights
+    for layer in model.layers:
+        for w in layer.weights:
+            assert any(w is v for v in model_vars)
+    assert len(model_vars) == sum(len(la.weights) for la in model.layers)
+    dense = model.get_layer("dense")
+    kernel, bias = dense.get_weights()
+    dense.set_weights([np.zeros_like(kernel), np.ones_like(bias)])
+    got = model.predict(cases.X_SUB)
+    # relu(1) everywhere, then the batch normalization and Scale of the saved values
+    bn, scale = model.get_layer("batch_normalization"), model.get_layer("scale")
+    gamma, beta, mean, var = bn.get_weights()
+    (s,) = scale.get_weights()
+    want = ((1.0 - mean) / np.sqrt(var + 1e-3) * gamma + beta) * s
+    np.testing.assert_allclose(got, np.broadcast_to(want, got.shape), rtol=1e-5)
+    del session
+
+
+@pytest.mark.parametrize("who", ["tf", "af"])
+@pytest.mark.parametrize("case", cases.SAVED)
+def test_one_variable_per_saved_weight(session, case, who):
+    """The layers hold the model's variables (no copies made beside them: the graph's
+    global variables are the model's weights)."""
+    del session
+    model = _load(case, who)
+    weights = model.weights
+    assert sorted(map(id, tf.global_variables())) == sorted(map(id, weights))
+    for layer in model.layers:
+        assert all(any(w is v for v in weights) for w in layer.weights)
+
+
+def test_revived_layer_classes(session):
+    """Dense and BatchNormalization rebuilt from their configs (Keras' classes); the
+    custom layer a generic revived layer named as its class, called by its saved call."""
+    del session
+    model = _load("sub", "af")
+    dense, bn, scale = model.layers
+    assert type(dense) is K.layers.Dense and type(bn) is K.layers.BatchNormalization
+    assert type(scale).__name__ == "Scale" and isinstance(scale, K.layers.Layer)
+    assert not isinstance(scale, K.layers.Dense)
+    assert model.get_layer(index=2) is scale
+    with pytest.raises(ValueError, match="No such layer: nope"):
+        model.get_layer("nope")
+    # a shape the saved call was not traced for
+    with pytest.raises(ValueError, match="Could not find matching concrete function"):
+        scale(K.backend.constant(np.ones((2, 4), np.float32)))
+
+
+def test_layer_saved_without_its_call(session):
+    """A layer saved without a traced call (an older asyncflow's subclassed model) is
+    revived generically, as TF revives it, and calling it is TF's ValueError."""
+    del session
+    model = _load("old", "af")
+    dense = model.get_layer("dense")
+    assert type(dense).__name__ == "Dense" and not isinstance(dense, K.layers.Dense)
+    with pytest.raises(ValueError, match="Cannot call custom layer dense of type"):
+        dense(K.backend.constant(np.ones((2, 2), np.float32)))
+    np.testing.assert_allclose(
+        model.predict(cases.X_SUB), RECORDED["af_old"]["predict"], rtol=1e-5, atol=1e-6
+    )
+
+
+# -- model_to_dot(expand_nested=True) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(cases.DOT_CASES))
+def test_model_to_dot_nested_matches_tf(name):
+    assert cases.describe_dot(tf, name) == RECORDED["dot"][name]
