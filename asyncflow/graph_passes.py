@@ -502,7 +502,7 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     summary_ops.fuse_summaries,  # (before the ordering, which then orders the fused op)
     summary_ops.order_before_updates,  # (adds control edges only: before other fusions)
     matmul_ops.fuse_matmul_bias,
-    matmul_ops.merge_matmul_rows,  # (two of those of one layer: after they formed)
+    matmul_sum.merge_matmul_rows,  # (two of those of one layer: after they formed)
     matmul_ops.fuse_matmul_relu_grad,
     nn_ops.fuse_bias_add_relu,
     nn_ops.fuse_max_pool_grad_relu_grad,

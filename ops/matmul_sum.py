@@ -39,7 +39,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow.devices import cpu_budget, host_pool
-from asyncflow.ops import blas
+from asyncflow.ops import blas, matmul_ops
 from asyncflow.ops.math_helpers import _shape_str
 from asyncflow.ops.matmul_ops import _incompatible, _product, plain_context
 from asyncflow.registry import FLOATING, NotDifferentiable, get_op_def, register_op
@@ -637,6 +637,136 @@ def pair_matmuls(view) -> None:
         inputs = list(mm.inputs) + list(other.inputs)
         view.fuse(j, "_MatMulPair", attrs, inputs, [partner], outputs=[(partner, 0)])
         taken.update((j, partner))
+
+
+# -- graph pass: one layer applied to two batches (a GAN's discriminator) -------------
+#
+# A GAN's discriminator reads the real batch and the generator's batch through the same
+# weights: two _FusedMatMul nodes (x @ W + b, ReLU) with the same W and b and no path
+# between them, which run one after the other, each packing W for its own gemm.  As one
+# `_FusedMatMulRows` node the two batches are copied into one [m1 + m2, k] operand and
+# multiplied in one gemm: W is packed once and the kernel runs on twice the rows (the
+# GAN's [128,784]x[784,256] twice: ~20% less time on one thread).  Each output row is
+# the same dot product in the same order as alone, so the bits are the two nodes'
+# (tests/test_matmul_rows.py); the outputs are row views of one buffer.  Only where
+# both products are large enough to defer (smaller ones run inline) and the bias is
+# one row for all (a per-row bias would not be shared); else the two kernels run.
+
+FusedMatMulRows = register_op(
+    "_FusedMatMulRows",
+    inputs=["a: T", "partner_a: T", "b: T", "bias: T"],
+    outputs=["product: T", "partner_product: T"],
+    attrs=dict(matmul_ops.FusedMatMul.attrs),
+    shape_fn=lambda op: [tensor_shape.unknown_shape()] * 2,
+)
+NotDifferentiable("_FusedMatMulRows")
+
+# ASYNCFLOW_MATMUL_ROWS=0: no merged rows (A/B: benchmarks/models/ab_inproc.py
+# --attr asyncflow.ops.matmul_sum:_ROWS=False).
+_ROWS = os.environ.get("ASYNCFLOW_MATMUL_ROWS", "") in ("", "1")
+# Layers narrower than this (a discriminator's one logit) are left to _FusedMatMul,
+# whose small products run inline, cheaper than any gemm call.
+_ROWS_MIN_N = 64
+
+
+def _rows_gemm(out, a, pa, b, tb: bool, relu: bool):
+    m = a.shape[0]
+    rows = np.empty((m + pa.shape[0], a.shape[1]), a.dtype)
+    rows[:m] = a
+    rows[m:] = pa
+    if relu:
+        matmul_ops._gemm_relu(out, rows, b, False, tb, 1.0)
+    else:
+        blas.gemm_into(out, rows, b, False, tb, 1.0, 1.0)
+
+
+@FusedMatMulRows.kernel("CPU")
+async def _fused_matmul_rows(ctx, a, pa, b, bias):
+    """Both products in one gemm over the rows of a and pa (see the note above); other
+    values, each by _FusedMatMul's kernel (which also words any error)."""
+    attrs = ctx.attrs
+    tb = attrs["transpose_b"]
+    dtype = attrs["T"].np_dtype
+    if (
+        type(a) is np.ndarray
+        and type(pa) is np.ndarray
+        and type(b) is np.ndarray
+        and type(bias) is np.ndarray
+        and a.ndim == 2
+        and pa.ndim == 2
+        and b.ndim == 2
+        and a.dtype == pa.dtype == b.dtype == bias.dtype == dtype
+        and a.shape[1] == pa.shape[1] == b.shape[1 if tb else 0]
+    ):
+        m, pm, n = a.shape[0], pa.shape[0], b.shape[0 if tb else 1]
+        if (
+            min(m, pm) * n >= matmul_ops._DEFER_ELEMENTS
+            and matmul_ops._bias_fits(bias, 1, n, attrs["add_type"] == "BiasAdd")
+            and blas.available(dtype)
+        ):
+            out = host_pool.empty((m + pm, n), dtype)
+            out[...] = bias
+            await ctx.compute(
+                _rows_gemm, out, a, pa, b, tb, attrs["relu"], cost=(m + pm) * n * a.shape[1] / 5
+            )
+            return out[:m], out[m:]
+    fused = matmul_ops._fused_matmul
+    return await fused(ctx, a, b, bias), await fused(ctx, pa, b, bias)
+
+
+def merge_matmul_rows(view) -> None:
+    """Two _FusedMatMul nodes of the same weights, bias and attributes, not transposing
+    their first operand, dead together and with no path between them: one
+    _FusedMatMulRows (see the note above)."""
+    if not _ROWS:
+        return
+    nodes = view.nodes
+    by_operands: dict = {}
+    for i, node in enumerate(nodes):
+        if node.op.type != "_FusedMatMul" or node.device.device_type != "CPU":
+            continue
+        op = node.op
+        if op._attr("transpose_a") or not view.available(i):
+            continue
+        w = node.inputs[1]  # (a narrow layer's products run inline: left alone)
+        if w[0] == "feed":
+            continue
+        shape = nodes[w[0]].op.outputs[w[1]].shape
+        n = shape.dims[0 if op._attr("transpose_b") else 1] if shape.rank == 2 else None
+        if n is None or n.value is None or n.value < _ROWS_MIN_N:
+            continue
+        key = (
+            tuple(node.inputs[1]),
+            tuple(node.inputs[2]),
+            id(node.device),
+            tuple(sorted((k, str(v)) for k, v in op._attrs.items())),
+        )
+        by_operands.setdefault(key, []).append(i)
+    groups = [js for js in by_operands.values() if len(js) >= 2]
+    if not groups:
+        return
+    from asyncflow.ops.fused_elementwise import _Clusters, _Deadness
+
+    deadness = _Deadness(view, _Clusters(view).order)
+    for js in groups:
+        taken: set[int] = set()
+        for x, j in enumerate(js):
+            if j in taken:
+                continue
+            for q in js[x + 1 :]:
+                if (
+                    q in taken
+                    or deadness.node[q] != deadness.node[j]
+                    or q in view._downstream({j})
+                    or j in view._downstream({q})
+                ):
+                    continue
+                mm, other = nodes[j], nodes[q]
+                inputs = [mm.inputs[0], other.inputs[0], *mm.inputs[1:]]
+                attrs = {k: mm.op._attr(k) for k in matmul_ops.FusedMatMul.attrs}
+                view.fuse(j, "_FusedMatMulRows", attrs, inputs, [q], outputs=[(q, 0)])
+                taken.update((j, q))
+                break
 
 
 # -- a loop's weight product added to its accumulator --------------------------------

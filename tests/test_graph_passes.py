@@ -123,7 +123,7 @@ def test_the_passes_run_in_the_listed_order():
         summary_ops.fuse_summaries,  # before the ordering: the updates wait for the fused op
         summary_ops.order_before_updates,  # control edges only
         matmul_ops.fuse_matmul_bias,  # before BiasAdd+Relu: a dense layer is one gemm
-        matmul_ops.merge_matmul_rows,  # two batches through one such layer: one gemm
+        matmul_sum.merge_matmul_rows,  # two batches through one such layer: one gemm
         matmul_ops.fuse_matmul_relu_grad,
         nn_ops.fuse_bias_add_relu,
         nn_ops.fuse_max_pool_grad_relu_grad,

@@ -1,4 +1,4 @@
-"""ops/matmul_ops.py's `merge_matmul_rows`: one layer (x @ W + b, ReLU) applied to two
+"""ops/matmul_sum.py's `merge_matmul_rows`: one layer (x @ W + b, ReLU) applied to two
 batches, as a GAN's discriminator reads the real and the generated batch, runs as one
 _FusedMatMulRows gemm over both batches' rows, and its weight gradient, the sum of the
 two batches' products, as one gemm over both batches' rows (matmul_sum._joined_k): the
@@ -16,7 +16,7 @@ import pytest
 import asyncflow as af
 from asyncflow import errors
 from asyncflow.devices import cpu_budget
-from asyncflow.ops import blas, matmul_ops, matmul_sum
+from asyncflow.ops import blas, matmul_sum
 
 needs_blas = pytest.mark.skipif(
     not blas.available(np.float32), reason="NumPy's bundled OpenBLAS not found"
@@ -30,7 +30,7 @@ def _plan_types(sess) -> list[str]:
 def _two_batches(monkeypatch, rows: bool, n=96, m=(64, 48), relu=True, add="bias", dtype=None):
     """A dense layer of two placeholders' batches, its outputs and the gradients of a
     loss of both with respect to W and b: the plan's op types and the values."""
-    monkeypatch.setattr(matmul_ops, "_ROWS", rows)
+    monkeypatch.setattr(matmul_sum, "_ROWS", rows)
     monkeypatch.setattr(matmul_sum, "_JOIN_K", rows)
     dtype = dtype or np.float32
     rng = np.random.default_rng(3)
@@ -122,7 +122,7 @@ def test_narrow_layers_and_small_batches_keep_their_own_kernels(monkeypatch):
 
 
 def test_a_batch_of_the_wrong_width_fails_as_the_layer_alone(monkeypatch):
-    monkeypatch.setattr(matmul_ops, "_ROWS", True)
+    monkeypatch.setattr(matmul_sum, "_ROWS", True)
     with af.Graph().as_default():
         x1 = af.placeholder(af.float32, [None, None])
         x2 = af.placeholder(af.float32, [None, None])
