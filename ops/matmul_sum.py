@@ -129,7 +129,7 @@ async def _fused_matmul_add_n(ctx, *xs):
         operands = [products[o] if o >= 0 else addends[-1 - o] for o in attrs["order"]]
         add_n = get_op_def("AddN").kernel_for("CPU").fn
         return await add_n(plain_context(ctx), *operands)
-    if count == 2 and _JOIN_K and tas[0] and tas[1] and not (tbs[0] or tbs[1]):
+    if count == 2 and _JOIN_K and tas[0] and tas[1] and not (tbs[0] or tbs[1]) and one_thread():
         return await ctx.compute(_joined_k, pairs, addends, shape, cost=macs / 5)
     runs = runs_for(count, macs)
     return await ctx.compute(blas.matmul_sum, pairs, addends, shape, runs, cost=macs / 5)
@@ -143,10 +143,21 @@ async def _fused_matmul_add_n(ctx, *xs):
 # where two calls store it, load it again and add: measured on one thread at load ~4,
 # 2,977 us as two products and an add against 2,097 us joined.  The sum is rounded
 # once per K block rather than once per product: the unfused AddN's values to float32
-# rounding, not its bits (tests/test_matmul_rows.py).  _JOIN_K = False (or
-# ASYNCFLOW_MATMUL_ROWS=0, which turns the forward's merged rows off too): the sums
-# as before.
+# rounding, not its bits (tests/test_matmul_rows.py).  Only while the products get one
+# thread (`one_thread`): on two free cores the two products side by side on the pool
+# (`blas.matmul_sum`'s pair) were as fast or faster (the GAN's step, in one process,
+# 100 rounds each at load ~1.7: 0.962x with the joined gemm always, B faster in 64/100
+# rounds).  _JOIN_K = False (or ASYNCFLOW_MATMUL_ROWS=0, which turns the forward's
+# merged rows off too): the sums as before.
 _JOIN_K = os.environ.get("ASYNCFLOW_MATMUL_ROWS", "") in ("", "1")
+
+
+def one_thread() -> bool:
+    """Whether a product now runs on one thread because another process holds the
+    other cores (cpu_budget.threads_now): where the joined forms of a layer's two
+    batches save what two threads side by side would not.  With TF_DETERMINISTIC_OPS=1
+    never (the same bits whatever the load)."""
+    return not cpu_budget.deterministic() and cpu_budget.threads_now() <= 1
 
 
 def _joined_k(pairs, addends, shape):
@@ -646,11 +657,16 @@ def pair_matmuls(view) -> None:
 # between them, which run one after the other, each packing W for its own gemm.  As one
 # `_FusedMatMulRows` node the two batches are copied into one [m1 + m2, k] operand and
 # multiplied in one gemm: W is packed once and the kernel runs on twice the rows (the
-# GAN's [128,784]x[784,256] twice: ~20% less time on one thread).  Each output row is
-# the same dot product in the same order as alone, so the bits are the two nodes'
-# (tests/test_matmul_rows.py); the outputs are row views of one buffer.  Only where
-# both products are large enough to defer (smaller ones run inline) and the bias is
-# one row for all (a per-row bias would not be shared); else the two kernels run.
+# GAN's [128,784]x[784,256] twice: ~20% less time on one thread).  The outputs are row
+# views of one buffer, each row the same dot product as alone, to float32 rounding (not
+# bitwise: OpenBLAS computes a block's last rows with its edge kernels, and a batch's
+# last rows are no longer last; tests/test_matmul_rows.py).  Only while the products get
+# one thread (`one_thread`: another process holds the other core): on two free cores
+# the two products, each on both threads, were as fast (the GAN's step in one process,
+# 100 rounds at load ~1.7: 0.982x with the merged rows always, 53/100 rounds), and then
+# the two kernels run as before, with their bits.  Only where both products are large
+# enough to defer (smaller ones run inline) and the bias is one row for all (a per-row
+# bias would not be shared).
 
 FusedMatMulRows = register_op(
     "_FusedMatMulRows",
@@ -703,6 +719,7 @@ async def _fused_matmul_rows(ctx, a, pa, b, bias):
             min(m, pm) * n >= matmul_ops._DEFER_ELEMENTS
             and matmul_ops._bias_fits(bias, 1, n, attrs["add_type"] == "BiasAdd")
             and blas.available(dtype)
+            and one_thread()
         ):
             out = host_pool.empty((m + pm, n), dtype)
             out[...] = bias

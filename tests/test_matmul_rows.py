@@ -1,12 +1,13 @@
 """ops/matmul_sum.py's `merge_matmul_rows`: one layer (x @ W + b, ReLU) applied to two
 batches, as a GAN's discriminator reads the real and the generated batch, runs as one
 _FusedMatMulRows gemm over both batches' rows, and its weight gradient, the sum of the
-two batches' products, as one gemm over both batches' rows (matmul_sum._joined_k): the
-values the two _FusedMatMul nodes'
-to float32 rounding (not bitwise: OpenBLAS computes a block's last rows with its edge
-kernels, and a batch's last rows are no longer last in the merged operand), against
-float64 NumPy, gradients against finite differences, and the kernels' own errors where
-the operands do not fit one gemm."""
+two batches' products, as one gemm over both batches' rows (matmul_sum._joined_k), while
+a product gets one thread (another process holds the other core): the values the two
+_FusedMatMul nodes' to float32 rounding (not bitwise: OpenBLAS computes a block's last
+rows with its edge kernels, and a batch's last rows are no longer last in the merged
+operand), against float64 NumPy, gradients against finite differences, and the kernels'
+own errors where the operands do not fit one gemm. On two free cores, and with
+TF_DETERMINISTIC_OPS=1 always, the two batches' own kernels run, with their bits."""
 
 from __future__ import annotations
 
@@ -59,22 +60,30 @@ def _two_batches(monkeypatch, rows: bool, n=96, m=(64, 48), relu=True, add="bias
             return _plan_types(s), values, (feeds[x1], feeds[x2], *s.run([w, b]))
 
 
-@needs_blas
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize(("relu", "add"), [(True, "bias"), (False, "add")])
-def test_one_layer_on_two_batches_is_one_gemm_with_the_two_nodes_values(
-    monkeypatch, threads, relu, add
-):
+def _count_joined(monkeypatch, threads: int, deterministic: bool = False) -> list:
+    """Products on `threads` threads as the budget sees it now; the list gets "rows"
+    or "k" for each merged-rows or joined-K gemm run."""
     monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: threads)
-    monkeypatch.setattr(cpu_budget, "_deterministic", True)
-    joined = []
-    real_join = matmul_sum._joined_k
-    monkeypatch.setattr(matmul_sum, "_joined_k", lambda *a: joined.append(1) or real_join(*a))
+    monkeypatch.setattr(cpu_budget, "_deterministic", deterministic)
+    calls = []
+    rows, join = matmul_sum._rows_gemm, matmul_sum._joined_k
+    monkeypatch.setattr(matmul_sum, "_rows_gemm", lambda *a: calls.append("rows") or rows(*a))
+    monkeypatch.setattr(matmul_sum, "_joined_k", lambda *a: calls.append("k") or join(*a))
+    return calls
+
+
+@needs_blas
+@pytest.mark.parametrize(("relu", "add"), [(True, "bias"), (False, "add")])
+def test_one_layer_on_two_batches_on_one_thread_is_one_gemm_with_the_two_nodes_values(
+    monkeypatch, relu, add
+):
+    calls = _count_joined(monkeypatch, threads=1)
     types, merged, (x1, x2, w, b) = _two_batches(monkeypatch, True, relu=relu, add=add)
     assert types.count("_FusedMatMulRows") == 1 and "_FusedMatMul" not in types
-    assert types.count("_FusedMatMulAddN") == 1 and joined == [1]
+    assert types.count("_FusedMatMulAddN") == 1 and calls == ["rows", "k"]
     types, apart, _ = _two_batches(monkeypatch, False, relu=relu, add=add)
     assert "_FusedMatMulRows" not in types and types.count("_FusedMatMul") == 2
+    assert calls == ["rows", "k"]
     for got, want in zip(merged, apart):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6 * np.abs(want).max())
     for x, y in zip((x1, x2), merged[:2]):
@@ -83,11 +92,33 @@ def test_one_layer_on_two_batches_is_one_gemm_with_the_two_nodes_values(
         np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
 
 
+@needs_blas
+def test_on_two_free_cores_the_two_products_run_as_before(monkeypatch):
+    # Two threads for a product: each batch's own kernels (merging gained nothing there).
+    calls = _count_joined(monkeypatch, threads=2)
+    types, _, _ = _two_batches(monkeypatch, True)
+    assert "_FusedMatMulRows" in types and calls == []
+
+
+@needs_blas
+def test_deterministic_ops_keep_the_unmerged_bits_whatever_the_load(monkeypatch):
+    # TF_DETERMINISTIC_OPS=1: never merged, even on one thread, so the bits do not depend
+    # on other processes' load: bitwise the graph without the pass.
+    calls = _count_joined(monkeypatch, threads=1, deterministic=True)
+    types, merged, _ = _two_batches(monkeypatch, True)
+    assert "_FusedMatMulRows" in types
+    _, apart, _ = _two_batches(monkeypatch, False)
+    assert calls == []
+    for got, want in zip(merged, apart):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_gradients_through_the_merged_layer_against_finite_differences(monkeypatch):
+    calls = _count_joined(monkeypatch, threads=1)
     types, (_, _, gw, gb), (x1, x2, w, b) = _two_batches(
         monkeypatch, True, dtype=np.float64, m=(70, 60)
     )
-    assert types.count("_FusedMatMulRows") == 1
+    assert types.count("_FusedMatMulRows") == 1 and calls == ["rows", "k"]
 
     def loss(w, b):
         y1 = np.maximum(x1 @ w + b, 0)
@@ -110,10 +141,11 @@ def test_gradients_through_the_merged_layer_against_finite_differences(monkeypat
 def test_narrow_layers_and_small_batches_keep_their_own_kernels(monkeypatch):
     # A layer narrower than _ROWS_MIN_N (a discriminator's logit) is not merged; a
     # merged layer with batches too small for a gemm runs each batch's own kernel.
+    calls = _count_joined(monkeypatch, threads=1)
     types, _, _ = _two_batches(monkeypatch, True, n=8)
     assert "_FusedMatMulRows" not in types
     types, small, _ = _two_batches(monkeypatch, True, m=(3, 2))
-    assert types.count("_FusedMatMulRows") == 1
+    assert types.count("_FusedMatMulRows") == 1 and calls == ["k"]
     _, apart, _ = _two_batches(monkeypatch, False, m=(3, 2))
     for got, want in zip(small[:2], apart[:2]):  # (the outputs: each batch's own kernel)
         np.testing.assert_array_equal(got, want)
@@ -122,6 +154,7 @@ def test_narrow_layers_and_small_batches_keep_their_own_kernels(monkeypatch):
 
 
 def test_a_batch_of_the_wrong_width_fails_as_the_layer_alone(monkeypatch):
+    calls = _count_joined(monkeypatch, threads=1)
     monkeypatch.setattr(matmul_sum, "_ROWS", True)
     with af.Graph().as_default():
         x1 = af.placeholder(af.float32, [None, None])
@@ -134,7 +167,7 @@ def test_a_batch_of_the_wrong_width_fails_as_the_layer_alone(monkeypatch):
         with af.Session() as s:
             ok = np.ones((128, 4), np.float32)
             got = s.run([y1, y2], {x1: ok, x2: ok})
-            assert "_FusedMatMulRows" in _plan_types(s)
+            assert "_FusedMatMulRows" in _plan_types(s) and calls == ["rows"]
             np.testing.assert_array_equal(got[0], np.full((128, 64), 5, np.float32))
             with pytest.raises(errors.InvalidArgumentError, match="Matrix size-incompatible"):
                 s.run([y1, y2], {x1: ok, x2: np.ones((128, 5), np.float32)})
