@@ -162,13 +162,7 @@ def one_thread() -> bool:
 
 def _joined_k(pairs, addends, shape):
     (a1, b1, _ta1, _tb1), (a2, b2, _ta2, _tb2) = pairs
-    k1 = a1.shape[0]
-    a = np.empty((k1 + a2.shape[0], a1.shape[1]), a1.dtype)
-    a[:k1] = a1
-    a[k1:] = a2
-    b = np.empty((k1 + b2.shape[0], b1.shape[1]), b1.dtype)
-    b[:k1] = b1
-    b[k1:] = b2
+    a, b = np.concatenate((a1, a2)), np.concatenate((b1, b2))
     out = host_pool.empty(shape, a.dtype)
     blas.gemm_into(out, a, b, True, False, 1.0, 0.0)
     for x in addends:
@@ -686,10 +680,7 @@ _ROWS_MIN_N = 64
 
 
 def _rows_gemm(out, a, pa, b, tb: bool, relu: bool):
-    m = a.shape[0]
-    rows = np.empty((m + pa.shape[0], a.shape[1]), a.dtype)
-    rows[:m] = a
-    rows[m:] = pa
+    rows = np.concatenate((a, pa))
     if relu:
         matmul_ops._gemm_relu(out, rows, b, False, tb, 1.0)
     else:
