@@ -17,6 +17,7 @@ waits on the disk or on encoding.
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import random
@@ -425,4 +426,130 @@ dso._register(
     ["shard_dir: string", "start_index: int64"],
     {"compression": "", "version": 2},
     _snapshot_reader,
+)
+
+
+# -- a distributed snapshot's readers (tf.data.experimental.distributed_save's files) ----------
+# PATH/chunks/chunk_<stream>_<chunk>_<records>: TFRecord files of TensorProtos, as the
+# shard files above; PATH/DONE once every stream is written, PATH/ERROR if one failed.
+
+_CHUNK_POLL_SECONDS = 1.0
+
+
+class Chunk(pl.DatasetValue):
+    """One chunk file's elements (TF's SnapshotChunkDataset)."""
+
+    def __init__(self, path: str, compression: str, types: list):
+        self.reader = ShardReader(path, compression, types)
+        self.path = path
+
+    async def iterate(self, env):
+        r = self.reader
+        elems = await pl._in_thread(_read_file, self.path, r.compression, len(r.types))
+        if elems is None:
+            raise errors.NotFoundError(None, None, f"{self.path}; No such file or directory")
+        for e in elems:
+            yield r._check(e)
+
+
+async def _chunk(ctx, chunk_file):
+    comp = _auto(dso._str(ctx.attrs["compression"]))
+    return dso._handle(Chunk(dso._str(chunk_file), comp, list(ctx.attrs["output_types"])))
+
+
+def _chunk_key(name: str) -> tuple:
+    """TF's order: chunk index, then stream index; names it cannot parse after, by name."""
+    parts = name.split("_")
+    if len(parts) == 4 and parts[0] == "chunk" and all(p.isdigit() for p in parts[1:]):
+        return (0, int(parts[2]), int(parts[1]), name)
+    return (1, 0, 0, name)
+
+
+def _list_chunks(path: str) -> tuple[list[str], bool]:
+    """(the chunk file names, whether the snapshot is done).
+
+    Raises:
+      The error an ERROR file records (a StatusProto: code 1, message 2).
+    """
+    try:
+        with open(os.path.join(path, "ERROR"), "rb") as f:
+            data = f.read(1 << 20)
+    except FileNotFoundError:
+        pass
+    else:
+        code, msg = errors.UNKNOWN, f"The snapshot at {path} failed."
+        try:
+            for num, wire, val in sf._fields(data):
+                if num == 1 and wire == 0:
+                    code = val
+                elif num == 2 and wire == 2:
+                    msg = val.decode("utf-8", "replace")
+        except errors.DataLossError:
+            pass
+        raise errors.exception_type_from_error_code(code)(None, None, msg)
+    done = os.path.exists(os.path.join(path, "DONE"))
+    try:
+        names = os.listdir(os.path.join(path, "chunks"))
+    except FileNotFoundError:
+        names = []
+    return sorted(names, key=_chunk_key), done
+
+
+class ChunkList(pl.DatasetValue):
+    """The paths of a distributed snapshot's chunk files as they are committed, until
+    the snapshot is done (TF's ListSnapshotChunksDataset: a snapshot being written, or
+    not there yet, is waited for, polling every second)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    async def iterate(self, env):
+        seen: set[str] = set()
+        while True:
+            names, done = await pl._in_thread(_list_chunks, self.path)
+            for n in names:
+                if n not in seen:
+                    seen.add(n)
+                    yield (np.array(os.path.join(self.path, "chunks", n).encode(), object),)
+            if done:
+                return
+            await asyncio.sleep(_CHUNK_POLL_SECONDS)
+
+
+async def _list_chunks_op(ctx, snapshot_path):
+    types = [dtypes.as_dtype(t) for t in ctx.attrs["output_types"]]
+    if types != [dtypes.string]:
+        raise _bad(f"ListSnapshotChunksDataset gives strings, not {[t.name for t in types]}")
+    return dso._handle(ChunkList(dso._str(snapshot_path)))
+
+
+class Nested(pl.DatasetValue):
+    """The elements of several datasets, one after another (SnapshotNestedDatasetReader)."""
+
+    def __init__(self, values: list):
+        self.values = values
+
+    async def iterate(self, env):
+        for v in self.values:
+            async for x in _closing(v.iterate(env)):
+                yield x
+
+    def cardinality(self):
+        cards = [v.cardinality() for v in self.values]
+        if any(c < 0 for c in cards):
+            return -1 if -1 in cards else -2
+        return sum(cards)
+
+
+async def _nested(ctx, *datasets):
+    return dso._handle(Nested([dso._ds(d) for d in datasets]))
+
+
+dso._register("SnapshotChunkDataset", ["chunk_file: string"], {"compression": ""}, _chunk)
+dso._register("ListSnapshotChunksDataset", ["snapshot_path: string"], {}, _list_chunks_op)
+dso._register(
+    "SnapshotNestedDatasetReader",
+    ["inputs: N * string"],
+    {"N": 1},
+    _nested,
 )
