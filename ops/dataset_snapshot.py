@@ -453,7 +453,9 @@ class Chunk(pl.DatasetValue):
 
 
 async def _chunk(ctx, chunk_file):
-    comp = _auto(dso._str(ctx.attrs["compression"]))
+    # (as TF's: a compression it does not know, "AUTO" included, reads the file as is)
+    comp = dso._str(ctx.attrs["compression"])
+    comp = comp if comp.upper() in ("GZIP", "ZLIB", "SNAPPY") else ""
     return dso._handle(Chunk(dso._str(chunk_file), comp, list(ctx.attrs["output_types"])))
 
 

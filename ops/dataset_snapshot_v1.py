@@ -109,15 +109,16 @@ class _RunWriter:
     def _write(self, chunks: list, final: bool) -> None:
         os.makedirs(self.dir, exist_ok=True)
         for data, next_file in chunks:
-            if self.compression == "GZIP":
+            if self.compression == "GZIP" and (data or self.zstream is not None):
                 if self.zstream is None:
                     self.zstream = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS + 16)
                 data = self.zstream.compress(data)
                 if next_file or final:
                     data += self.zstream.flush()
                     self.zstream = None
-            with open(self._path(), "ab") as f:
-                f.write(data)
+            if data:  # (a run's last file is not left empty)
+                with open(self._path(), "ab") as f:
+                    f.write(data)
             if next_file:
                 self.index += 1
 
