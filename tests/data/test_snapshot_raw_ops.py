@@ -143,9 +143,14 @@ def test_v1_errors_as_tfs(tmp_path):
     with tf.Graph().as_default():
         shutil.copytree(FIXTURES / "tf_v1_none", tmp_path / "t")
         base = tf.data.Dataset.range(2).map(lambda x: (tf.cast(x, tf.float32), tf.as_string(x)))
-        v = R.SnapshotDataset(input_dataset=tf.data.experimental.to_variant(base),
-                              path=str(tmp_path / "t"), output_types=[tf.float32, tf.string],
-                              output_shapes=[[], []], snapshot_name="fix", mode="read")  # fmt: skip
+        v = R.SnapshotDataset(
+            input_dataset=tf.data.experimental.to_variant(base),
+            path=str(tmp_path / "t"),
+            output_types=[tf.float32, tf.string],
+            output_shapes=[[], []],
+            snapshot_name="fix",
+            mode="read",
+        )
         spec = (tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.string))
         with pytest.raises(tf.errors.InternalError, match="Type: 0 doesn't match"):
             _elements(tf.data.experimental.from_variant(v, spec))
