@@ -10,6 +10,11 @@ has the files): SaveDataset, LoadDataset and SnapshotDatasetV2 as TF 2.21 runs t
   snapshot there reads it (through `reader_func`); any other pass runs the input, writing
   each element as it passes it on, and finalizes the snapshot when the input ends (a
   pass stopped early leaves an unfinished run that the next pass does not use).
+- A distributed snapshot's readers (tf.data.experimental.distributed_save / load):
+  SnapshotChunkDataset reads one chunk file (a TFRecord file like a shard's),
+  ListSnapshotChunksDataset lists `path/chunks/` as chunks are committed until
+  `path/DONE` (in TF's order), SnapshotNestedDatasetReader reads datasets in turn.
+  (The v1 SnapshotDataset is ops/dataset_snapshot_v1.py.)
 
 Files are read and written on worker threads, many elements per hop, so the loop never
 waits on the disk or on encoding.
