@@ -493,7 +493,11 @@ def _list_chunks(path: str) -> tuple[list[str], bool]:
                     msg = val.decode("utf-8", "replace")
         except errors.DataLossError:
             pass
-        raise errors.exception_type_from_error_code(code)(None, None, msg)
+        try:
+            cls = errors.exception_type_from_error_code(code)
+        except KeyError:  # (OK, or a code TF does not have)
+            cls = errors.UnknownError
+        raise cls(None, None, msg)
     done = os.path.exists(os.path.join(path, "DONE"))
     try:
         names = os.listdir(os.path.join(path, "chunks"))

@@ -251,8 +251,13 @@ async def _snapshot_v1(ctx, ds, path):
         a[key] = dso._str(a[key])
     _check_attrs(a)
     value = dso._ds(ds)
-    fingerprint = _fingerprint(ctx, value)
     name = a["snapshot_name"]
+    try:
+        fingerprint = _fingerprint(ctx, value)
+    except errors.OpError:
+        if not name:
+            raise
+        fingerprint = ""  # (only the metadata's graph_hash: a named snapshot needs none)
     hash_dir = os.path.join(dso._str(path), f"custom-{name}" if name else fingerprint)
     types = list(a["output_types"])
     return dso._handle(SnapshotV1(value, hash_dir, fingerprint, bool(name), a, types))
