@@ -163,8 +163,7 @@ class SnapshotV1(pl.DatasetValue):
         )
         self.a, self.types = attrs, types
 
-    def cardinality(self):
-        return self.input.cardinality()
+    # (no cardinality: a pass that reads gives the snapshot's count, not the input's)
 
     def _mode(self, md: dict | None) -> str:
         mode = self.a["mode"]
