@@ -290,3 +290,13 @@ def test_nested_reader_reads_datasets_in_turn():
         assert _elements(ds) == [1, 2, 3, 10, 7, 8]
         with tf.Session() as s:
             assert s.run(ds.cardinality()) == 6
+
+
+def test_reads_tfs_distributed_snapshot():
+    snap = FIXTURES / "tf_distributed"
+    assert "GZIP" in (snap / "snapshot.metadata").read_text()
+    with tf.Graph().as_default():
+        chunks = _listed(snap)
+        assert [os.path.basename(p) for p in chunks] == ["chunk_0_0_3", "chunk_0_1_4"]
+        got = [e for c in chunks for e in _elements(_chunk(c, "GZIP"))]
+    assert got == REF["distributed_load"]  # (TF's load, reading chunk after chunk)
