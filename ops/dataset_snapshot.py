@@ -26,6 +26,7 @@ import asyncio
 import glob
 import os
 import random
+import re
 import time
 
 import numpy as np
@@ -308,10 +309,13 @@ async def _save(ctx, ds, path, *captured):
 
 async def _load(ctx, path, *captured):
     p = dso._str(path)
+    types = list(ctx.attrs["output_types"])
+    dist_comp = await pl._in_thread(_distributed_compression, p)
+    if dist_comp is not None:
+        return dso._handle(LoadDistributed(p, dist_comp, types, _fn(ctx, "reader", captured)))
     md = await pl._in_thread(_read_metadata, p)
     if md is None:
         raise errors.NotFoundError(None, None, f"Could not find metadata file [{p}]")
-    types = list(ctx.attrs["output_types"])
     comp = _auto(ctx.attrs["compression"])
     return dso._handle(Load(p, md, comp, types, _fn(ctx, "reader", captured)))
 
@@ -564,3 +568,48 @@ dso._register(
     {"N": 1},
     _nested,
 )
+
+
+# -- Dataset.load of a distributed snapshot --------------------------------------------------
+# TF's Python builds ListSnapshotChunksDataset -> map(SnapshotChunkDataset) -> reader_func
+# for it; here LoadDataset's kernel does the same when PATH/snapshot.metadata is a
+# DistributedSnapshotMetadata (text: `element_spec: "..."`, `compression: "..."`).
+
+_DIST_COMPRESSION = re.compile(rb'^compression:\s*"([A-Za-z]*)"\s*$', re.MULTILINE)
+
+
+def _distributed_compression(path: str) -> str | None:
+    """The compression a distributed snapshot's metadata names; None when `path` holds
+    no distributed snapshot (a binary SnapshotMetadataRecord, or nothing)."""
+    try:
+        with open(os.path.join(path, sf.METADATA_FILE), "rb") as f:
+            head = f.read(1 << 20)  # (TF's are a few hundred bytes)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not head.startswith((b"element_spec:", b"compression:")):
+        return None
+    m = _DIST_COMPRESSION.search(head)
+    return m.group(1).decode() if m else ""
+
+
+class ChunkDatasets(pl.DatasetValue):
+    """A dataset of datasets, one per chunk as ChunkList lists them (reader_func's input)."""
+
+    def __init__(self, path: str, compression: str, types: list):
+        self.list, self.compression, self.types = ChunkList(path), compression, types
+
+    async def iterate(self, env):
+        async for (name,) in _closing(self.list.iterate(env)):
+            chunk = Chunk(name[()].decode(), self.compression, self.types)
+            yield (dso._handle(chunk),)
+
+
+class LoadDistributed(pl.DatasetValue):
+    def __init__(self, path: str, compression: str, types: list, reader_fn):
+        self.nested = ChunkDatasets(path, compression, types)
+        self.reader_fn = reader_fn
+
+    async def iterate(self, env):
+        out = await self.reader_fn(env, (dso._handle(self.nested),))
+        async for x in _closing(pl._dataset_of(out[0]).iterate(env)):
+            yield x

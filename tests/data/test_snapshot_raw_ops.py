@@ -300,3 +300,11 @@ def test_reads_tfs_distributed_snapshot():
         assert [os.path.basename(p) for p in chunks] == ["chunk_0_0_3", "chunk_0_1_4"]
         got = [e for c in chunks for e in _elements(_chunk(c, "GZIP"))]
     assert got == REF["distributed_load"]  # (TF's load, reading chunk after chunk)
+
+
+def test_dataset_load_reads_tfs_distributed_snapshot():
+    path = str(FIXTURES / "tf_distributed")
+    with tf.Graph().as_default():
+        flat = tf.data.Dataset.load(path, reader_func=lambda dss: dss.flat_map(lambda d: d))
+        assert _elements(flat) == REF["distributed_load"]
+        assert sorted(_elements(tf.data.Dataset.load(path))) == sorted(REF["distributed_load"])
