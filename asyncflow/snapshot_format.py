@@ -128,9 +128,9 @@ def _snappy_block(raw: bytes) -> bytes:
     return b"".join(out)
 
 
-def _snappy_raw_decompress(block: bytes) -> bytes:
+def _snappy_raw_decompress(block: bytes, limit: int = _SNAPPY_MAX_BLOCK) -> bytes:
     size, pos = _read_varint(block, 0)
-    if size > _SNAPPY_MAX_BLOCK:
+    if size > limit:
         raise _bad(f"Snappy block declares {size} bytes")
     out = bytearray()
     end = len(block)
@@ -385,17 +385,24 @@ def _typed_values(p: TensorProto, np_dt) -> np.ndarray:
 
 
 def encode_metadata(
-    run_id: str, timestamp: int, dtype_enums, num_elements: int, finalized: bool, graph_hash=""
+    run_id: str,
+    timestamp: int,
+    dtype_enums,
+    num_elements: int,
+    finalized: bool,
+    graph_hash="",
+    version: int = VERSION,
 ) -> bytes:
     """A SnapshotMetadataRecord (graph_hash 1, run_id 2, creation_timestamp 3, version 4,
-    dtype 5 packed, num_elements 6, finalized 1000), fields in TF's order."""
+    dtype 5 packed, num_elements 6, finalized 1000), fields in TF's order (version 1 for
+    the v1 SnapshotDataset's files, 2 for the others)."""
     out = b""
     if graph_hash:
         out += _field(1, graph_hash.encode())
     out += _field(2, run_id.encode())
     if timestamp:
         out += _varint(3 << 3) + _varint(timestamp)
-    out += _varint(4 << 3) + _varint(VERSION)
+    out += _varint(4 << 3) + _varint(version)
     enums = list(dtype_enums)
     if enums:
         out += _field(5, b"".join(_varint(int(e)) for e in enums))

@@ -10,6 +10,11 @@ has the files): SaveDataset, LoadDataset and SnapshotDatasetV2 as TF 2.21 runs t
   snapshot there reads it (through `reader_func`); any other pass runs the input, writing
   each element as it passes it on, and finalizes the snapshot when the input ends (a
   pass stopped early leaves an unfinished run that the next pass does not use).
+- A distributed snapshot's readers (tf.data.experimental.distributed_save / load):
+  SnapshotChunkDataset reads one chunk file (a TFRecord file like a shard's),
+  ListSnapshotChunksDataset lists `path/chunks/` as chunks are committed until
+  `path/DONE` (in TF's order), SnapshotNestedDatasetReader reads datasets in turn.
+  (The v1 SnapshotDataset is ops/dataset_snapshot_v1.py.)
 
 Files are read and written on worker threads, many elements per hop, so the loop never
 waits on the disk or on encoding.
@@ -17,9 +22,11 @@ waits on the disk or on encoding.
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import random
+import re
 import time
 
 import numpy as np
@@ -302,10 +309,13 @@ async def _save(ctx, ds, path, *captured):
 
 async def _load(ctx, path, *captured):
     p = dso._str(path)
+    types = list(ctx.attrs["output_types"])
+    dist_comp = await pl._in_thread(_distributed_compression, p)
+    if dist_comp is not None:
+        return dso._handle(LoadDistributed(p, dist_comp, types, _fn(ctx, "reader", captured)))
     md = await pl._in_thread(_read_metadata, p)
     if md is None:
         raise errors.NotFoundError(None, None, f"Could not find metadata file [{p}]")
-    types = list(ctx.attrs["output_types"])
     comp = _auto(ctx.attrs["compression"])
     return dso._handle(Load(p, md, comp, types, _fn(ctx, "reader", captured)))
 
@@ -426,3 +436,180 @@ dso._register(
     {"compression": "", "version": 2},
     _snapshot_reader,
 )
+
+
+# -- a distributed snapshot's readers (tf.data.experimental.distributed_save's files) ----------
+# PATH/chunks/chunk_<stream>_<chunk>_<records>: TFRecord files of TensorProtos, as the
+# shard files above; PATH/DONE once every stream is written, PATH/ERROR if one failed.
+
+_CHUNK_POLL_SECONDS = 1.0
+
+
+class Chunk(pl.DatasetValue):
+    """One chunk file's elements (TF's SnapshotChunkDataset)."""
+
+    def __init__(self, path: str, compression: str, types: list):
+        self.reader = ShardReader(path, compression, types)
+        self.path = path
+
+    async def iterate(self, env):
+        r = self.reader
+        elems = await pl._in_thread(_read_file, self.path, r.compression, len(r.types))
+        if elems is None:
+            raise errors.NotFoundError(None, None, f"{self.path}; No such file or directory")
+        for e in elems:
+            yield r._check(e)
+
+
+async def _chunk(ctx, chunk_file):
+    # (as TF's: a compression it does not know, "AUTO" included, reads the file as is)
+    comp = dso._str(ctx.attrs["compression"])
+    comp = comp if comp.upper() in ("GZIP", "ZLIB", "SNAPPY") else ""
+    return dso._handle(Chunk(dso._str(chunk_file), comp, list(ctx.attrs["output_types"])))
+
+
+def _chunk_key(name: str) -> tuple:
+    """TF's order: chunk index, then stream index; names it cannot parse after, by name."""
+    parts = name.split("_")
+    if len(parts) == 4 and parts[0] == "chunk" and all(p.isdigit() for p in parts[1:]):
+        return (0, int(parts[2]), int(parts[1]), name)
+    return (1, 0, 0, name)
+
+
+def _list_chunks(path: str) -> tuple[list[str], bool]:
+    """(the chunk file names, whether the snapshot is done).
+
+    Raises:
+      The error an ERROR file records (a StatusProto: code 1, message 2).
+    """
+    try:
+        with open(os.path.join(path, "ERROR"), "rb") as f:
+            data = f.read(1 << 20)
+    except FileNotFoundError:
+        pass
+    else:
+        code, msg = errors.UNKNOWN, f"The snapshot at {path} failed."
+        try:
+            for num, wire, val in sf._fields(data):
+                if num == 1 and wire == 0:
+                    code = val
+                elif num == 2 and wire == 2:
+                    msg = val.decode("utf-8", "replace")
+        except errors.DataLossError:
+            pass
+        try:
+            cls = errors.exception_type_from_error_code(code)
+        except KeyError:  # (OK, or a code TF does not have)
+            cls = errors.UnknownError
+        raise cls(None, None, msg)
+    done = os.path.exists(os.path.join(path, "DONE"))
+    try:
+        names = os.listdir(os.path.join(path, "chunks"))
+    except FileNotFoundError:
+        names = []
+    return sorted(names, key=_chunk_key), done
+
+
+class ChunkList(pl.DatasetValue):
+    """The paths of a distributed snapshot's chunk files as they are committed, until
+    the snapshot is done (TF's ListSnapshotChunksDataset: a snapshot being written, or
+    not there yet, is waited for, polling every second)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    async def iterate(self, env):
+        seen: set[str] = set()
+        while True:
+            names, done = await pl._in_thread(_list_chunks, self.path)
+            for n in names:
+                if n not in seen:
+                    seen.add(n)
+                    yield (np.array(os.path.join(self.path, "chunks", n).encode(), object),)
+            if done:
+                return
+            await asyncio.sleep(_CHUNK_POLL_SECONDS)
+
+
+async def _list_chunks_op(ctx, snapshot_path):
+    types = [dtypes.as_dtype(t) for t in ctx.attrs["output_types"]]
+    if types != [dtypes.string]:
+        raise _bad(f"ListSnapshotChunksDataset gives strings, not {[t.name for t in types]}")
+    return dso._handle(ChunkList(dso._str(snapshot_path)))
+
+
+class Nested(pl.DatasetValue):
+    """The elements of several datasets, one after another (SnapshotNestedDatasetReader)."""
+
+    def __init__(self, values: list):
+        self.values = values
+
+    async def iterate(self, env):
+        for v in self.values:
+            async for x in _closing(v.iterate(env)):
+                yield x
+
+    def cardinality(self):
+        cards = [v.cardinality() for v in self.values]
+        if any(c < 0 for c in cards):
+            return -1 if -1 in cards else -2
+        return sum(cards)
+
+
+async def _nested(ctx, *datasets):
+    return dso._handle(Nested([dso._ds(d) for d in datasets]))
+
+
+dso._register("SnapshotChunkDataset", ["chunk_file: string"], {"compression": ""}, _chunk)
+dso._register("ListSnapshotChunksDataset", ["snapshot_path: string"], {}, _list_chunks_op)
+dso._register(
+    "SnapshotNestedDatasetReader",
+    ["inputs: N * string"],
+    {"N": 1},
+    _nested,
+)
+
+
+# -- Dataset.load of a distributed snapshot --------------------------------------------------
+# TF's Python builds ListSnapshotChunksDataset -> map(SnapshotChunkDataset) -> reader_func
+# for it; here LoadDataset's kernel does the same when PATH/snapshot.metadata is a
+# DistributedSnapshotMetadata (text: `element_spec: "..."`, `compression: "..."`).
+
+_DIST_COMPRESSION = re.compile(rb'^compression:\s*"([A-Za-z]*)"\s*$', re.MULTILINE)
+
+
+def _distributed_compression(path: str) -> str | None:
+    """The compression a distributed snapshot's metadata names; None when `path` holds
+    no distributed snapshot (a binary SnapshotMetadataRecord, or nothing)."""
+    try:
+        with open(os.path.join(path, sf.METADATA_FILE), "rb") as f:
+            head = f.read(1 << 20)  # (TF's are a few hundred bytes)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not head.startswith((b"element_spec:", b"compression:")):
+        return None
+    m = _DIST_COMPRESSION.search(head)
+    return m.group(1).decode() if m else ""
+
+
+class ChunkDatasets(pl.DatasetValue):
+    """A dataset of datasets, one per chunk as ChunkList lists them (reader_func's input)."""
+
+    def __init__(self, path: str, compression: str, types: list):
+        self.list, self.compression, self.types = ChunkList(path), compression, types
+
+    async def iterate(self, env):
+        async for (name,) in _closing(self.list.iterate(env)):
+            chunk = Chunk(name[()].decode(), self.compression, self.types)
+            yield (dso._handle(chunk),)
+
+
+class LoadDistributed(pl.DatasetValue):
+    def __init__(self, path: str, compression: str, types: list, reader_fn):
+        self.nested = ChunkDatasets(path, compression, types)
+        self.reader_fn = reader_fn
+
+    async def iterate(self, env):
+        out = await self.reader_fn(env, (dso._handle(self.nested),))
+        async for x in _closing(pl._dataset_of(out[0]).iterate(env)):
+            yield x

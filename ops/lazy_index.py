@@ -120,11 +120,17 @@ FAMILIES = {
         "_RaggedToDatasetHandle",
     ],
     "dataset_snapshot": [
+        "ListSnapshotChunksDataset",
         "LoadDataset",
         "SaveDataset",
         "SaveDatasetV2",
+        "SnapshotChunkDataset",
         "SnapshotDatasetReader",
         "SnapshotDatasetV2",
+        "SnapshotNestedDatasetReader",
+    ],
+    "dataset_snapshot_v1": [
+        "SnapshotDataset",
     ],
     "dense_table_ops": [
         "AnonymousMutableDenseHashTable",

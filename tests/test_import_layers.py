@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "checkpoint_v1",
             "python_io",
             "snapshot_format",
+            "snapshot_format_v1",
             "lmdb_format",
             "tf_logging",
             "deprecation",  # (TF's deprecation notices, renamed arguments; imports tf_logging)

@@ -6,7 +6,9 @@ graph is built and returns the SaveDataset op, which writes the elements when ru
 `load` without an element_spec reads that file when the graph is built; the default
 `reader_func` interleaves the shard datasets with `cycle_length` = the CPU count;
 `snapshot` without a `shard_func` enumerates the input and shards element i to
-i % CPU count.  A snapshot's directory is named by a hash of the input pipeline's
+i % CPU count.  `load` also reads a distributed snapshot (tf.data.experimental.
+distributed_save's chunks; LoadDataset's kernel tells the two apart by the metadata
+file).  A snapshot's directory is named by a hash of the input pipeline's
 graph (op types, attrs and constants, not names), so the same pipeline built again
 finds the snapshot an earlier run finished.
 
