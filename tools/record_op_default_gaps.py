@@ -7,7 +7,10 @@ graph ("NodeDef missing attr"), and the stripped_op_list leaves their defaults o
         <repo>/tools/record_op_default_gaps.py
 
 It asks the repository's .venv for asyncflow's registered defaults, TF's op registry
-for its own, and compares them as AttrValue text.
+for its own, and compares them as AttrValue text.  It also writes TF's defaults for the
+ops both registries have (tests/fixtures/tf_op_attr_defaults.json), so that
+tests/test_op_default_gaps.py finds a changed default here that the file misses,
+without TF.
 """
 
 import json
@@ -47,7 +50,7 @@ def main():
     py = os.path.join(REPO, ".venv", "bin", "python")
     res = subprocess.run([py, "-c", OURS], check=True, capture_output=True, text=True, cwd=REPO)
     ours = json.loads(res.stdout.strip().splitlines()[-1])
-    gaps = []
+    gaps, recorded = [], {}
     for name, defaults in ours.items():
         op_def = op_def_registry.get(name)
         if op_def is None:
@@ -57,7 +60,12 @@ def main():
             for a in op_def.attr
             if a.HasField("default_value")
         }
+        recorded[name] = tf
         gaps.extend(f"{name}.{k}" for k, v in defaults.items() if tf.get(k) != v)
+    fixture = os.path.join(REPO, "tests", "fixtures", "tf_op_attr_defaults.json")
+    with open(fixture, "w") as f:
+        json.dump(recorded, f, indent=0, sort_keys=True)
+        f.write("\n")
     with open(os.path.join(REPO, "asyncflow", "op_default_gaps.py"), "w") as f:
         f.write(HEADER)
         for g in sorted(gaps):
