@@ -75,12 +75,6 @@ def test_revived_model_as_tf_sees_it(session, case, who):
     got = json.loads(json.dumps(cases.describe(K, _load(case, who), case)))
     want = RECORDED[f"{who}_{case}"]
     want = {k: v for k, v in want.items() if k != "predict"}
-    # (asyncflow's functional models are instances of Model itself, TF's of its
-    # Functional subclass: a difference of every functional model, not of loading; the
-    # summary names it Functional as TF)
-    for entry in [want, *want["layers"]]:
-        if entry["class"] == "Functional":
-            entry["class"] = "Model"
     _same(got, want, f"{who}_{case}")
 
 

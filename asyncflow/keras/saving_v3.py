@@ -43,7 +43,6 @@ import numpy as np
 from asyncflow.keras import backend
 from asyncflow.keras import saving_hdf5 as saving
 from asyncflow.keras.model_config import KERAS_VERSION, model_from_config, saved_config
-from asyncflow.keras.network import Network
 from asyncflow.keras.serialization import CustomObjectScope, get_registered_name
 
 __all__ = [
@@ -98,12 +97,6 @@ def to_snake_case(name: str) -> str:
     return "private" + name if name.startswith("_") else name
 
 
-def _class_name(obj) -> str:
-    # TF's functional models are of class Functional; asyncflow's are Model instances.
-    if isinstance(obj, Network) and obj._is_graph_network and type(obj).__name__ == "Model":
-        return "Functional"
-    return type(obj).__name__
-
 
 def _own_variables(obj) -> list:
     if hasattr(obj, "_trainable_weights"):
@@ -138,7 +131,7 @@ def state_tree(model) -> list:
         for item in items:
             if not _is_trackable(item) or id(item) in visited:
                 continue
-            name = to_snake_case(_class_name(item))
+            name = to_snake_case(type(item).__name__)
             if name in used:
                 used[name] += 1
                 name = f"{name}_{used[name]}"
