@@ -60,6 +60,8 @@ class Model(Network):
         outputs = kwargs.pop("outputs", args[1] if len(args) > 1 else None)
         if inputs is not None and outputs is not None and not isinstance(self, Functional):
             _make_functional(type(self))
+        if type(self) is Functional and kwargs.get("name") is None:
+            kwargs["name"] = backend.unique_object_name("model")  # (Keras' default name)
         super().__init__(inputs, outputs, **kwargs)
         self.optimizer = None
         self.loss = None
