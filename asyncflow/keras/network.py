@@ -308,7 +308,6 @@ def _call_args(layer) -> tuple:
         return ()
 
 
-
 def _shape_text(layer) -> str:
     first = getattr(layer, "_input_layer", None)
     if getattr(first, "_built_by_model", False) and not layer._inbound_nodes:

@@ -579,6 +579,8 @@ class Bidirectional(Layer):
         if not hasattr(layer, "_config"):
             raise ValueError(f"Bidirectional needs a SimpleRNN, LSTM or GRU layer; got {layer}")
         super().__init__(**kwargs)
+        # (Keras' Wrapper.layer, the layer given; not tracked: its copies hold the weights)
+        object.__setattr__(self, "layer", layer)
         config = dict(layer._config)
         self.forward_layer = type(layer)(**{**config, "name": "forward_" + layer.name})
         if backward_layer is None:

@@ -97,7 +97,6 @@ def to_snake_case(name: str) -> str:
     return "private" + name if name.startswith("_") else name
 
 
-
 def _own_variables(obj) -> list:
     if hasattr(obj, "_trainable_weights"):
         return list(obj._trainable_weights) + list(obj._non_trainable_weights)

@@ -111,7 +111,6 @@ def _is_wrapper(layer) -> bool:
     )
 
 
-
 def _is_expanded(layer, expand_nested) -> bool:
     """A nested network drawn as its own cluster (expand_nested)."""
     from asyncflow.keras.network import Network
