@@ -107,6 +107,13 @@ def _is_trackable(value) -> bool:
     return hasattr(value, "_trainable_weights") or hasattr(value, "update_state")
 
 
+def _holds(obj, child) -> bool:
+    """Whether a layer tracks `child` (not so a Bidirectional's `layer`, the one it was
+    given, whose copies hold the weights)."""
+    sublayers = getattr(obj, "_sublayers", None)
+    return sublayers is None or any(child is s for s in sublayers())
+
+
 def state_tree(model) -> list:
     """[(path, variables)] for every object whose state the format saves, in visiting
     order; each object appears once, at the first path that reaches it."""
@@ -122,7 +129,7 @@ def state_tree(model) -> list:
             child = getattr(obj, attr, None)
             if isinstance(child, (list, tuple)):
                 visit_list(child, _join(path, attr))
-            elif child is not None and _is_trackable(child):
+            elif child is not None and _is_trackable(child) and _holds(obj, child):
                 visit(child, _join(path, attr))
 
     def visit_list(items, path):
