@@ -205,6 +205,12 @@ def test_checkpoint_keys_of_layers_holding_layers(session, tmp_path):
         _same([v.tolist() for v in layer.get_weights()], values, layer.name)
 
 
+def test_bidirectional_builds_its_layers_as_tf():
+    """build() builds the forward and backward layers in their scopes; a call then runs
+    them in "forward_rnn_1", "backward_rnn_1", as TF's graph names them."""
+    assert cases.bidirectional_build(tf) == RECORDED["bidirectional_build"]
+
+
 # -- model_to_dot(expand_nested=True) ---------------------------------------------------------
 
 
