@@ -1,12 +1,15 @@
 """The layers of a Keras model revived by `tf.keras.models.load_model` from a SavedModel
-(`model.layers`, `get_layer`, each layer's weights, config, call and the summary), and
-`tf.keras.utils.model_to_dot(expand_nested=True)`'s clusters, against TF 2.21's tf_keras.
+(`model.layers`, `get_layer`, each layer's weights, config, call, the layers it holds
+and the summary), and `tf.keras.utils.model_to_dot(expand_nested=True)`'s clusters,
+against TF 2.21's tf_keras.
 
-tests/fixtures/keras_revive_layers_cases.py recorded TF's SavedModel of a subclassed model
-(keras_revive_layers/tf_sub: a Dense, a BatchNormalization and a custom layer the loader
-does not know), asyncflow's of the same (af_sub), and keras_revive_layers_tf.json: what
-TF's load_model makes of either and of keras_savedmodel/{tf,af}_{seq,fn} (`describe`),
-and TF's dot sources of nested models.
+tests/fixtures/keras_revive_layers_cases.py recorded TF's SavedModels of its cases
+(keras_revive_layers/tf_<case>: e.g. sub, a subclassed model of a Dense, a
+BatchNormalization and a custom layer the loader does not know; comp and fncomp, models
+of a custom layer holding two Dense, a TimeDistributed and a Bidirectional),
+asyncflow's of the same (af_<case>), and keras_revive_layers_tf.json: what TF's
+load_model makes of either and of keras_savedmodel/{tf,af}_{seq,fn} (`describe`), TF's
+dot sources of nested models and its checkpoint keys of layers holding layers.
 """
 
 import json
@@ -75,12 +78,6 @@ def test_revived_model_as_tf_sees_it(session, case, who):
     got = json.loads(json.dumps(cases.describe(K, _load(case, who), case)))
     want = RECORDED[f"{who}_{case}"]
     want = {k: v for k, v in want.items() if k != "predict"}
-    # (asyncflow's functional models are instances of Model itself, TF's of its
-    # Functional subclass: a difference of every functional model, not of loading; the
-    # summary names it Functional as TF)
-    for entry in [want, *want["layers"]]:
-        if entry["class"] == "Functional":
-            entry["class"] = "Model"
     _same(got, want, f"{who}_{case}")
 
 
@@ -157,6 +154,61 @@ def test_layer_saved_without_its_call(session):
     np.testing.assert_allclose(
         model.predict(cases.X_SUB), RECORDED["af_old"]["predict"], rtol=1e-5, atol=1e-6
     )
+
+
+@pytest.mark.parametrize("who", ["tf", "af"])
+@pytest.mark.parametrize("case", ["comp", "fncomp"])
+def test_revived_layers_holding_layers(session, case, who):
+    """Known wrappers revived as their classes, their layers (an RNN's cell too) on the
+    saved variables; the custom layer generic, holding its revived Dense layers, its
+    weights theirs."""
+    del session
+    model = _load(case, who)
+    block, td, bi = (model.get_layer(n) for n in ("block", "td", "bi"))
+    assert type(block).__name__ == "Block" and not isinstance(block, K.layers.Dense)
+    assert type(block.d1) is type(block.d2) is K.layers.Dense
+    assert [id(w) for w in block.weights] == [id(w) for w in block.d1.weights + block.d2.weights]
+    assert type(td) is K.layers.TimeDistributed and type(td.layer) is K.layers.Dense
+    assert type(bi) is K.layers.Bidirectional
+    forward, backward = bi.forward_layer, bi.backward_layer
+    assert type(forward) is type(backward) is K.layers.SimpleRNN
+    assert [id(w) for w in bi.weights] == [
+        id(w) for w in forward.cell.weights + backward.cell.weights
+    ]
+    # the sublayers' variables are the model's: zeroing the TimeDistributed Dense's
+    # weights makes the Bidirectional see zeros
+    kernel, bias = td.layer.get_weights()
+    td.layer.set_weights([np.zeros_like(kernel), np.zeros_like(bias)])
+    x = K.backend.constant(cases.layer_input((4, 3)))
+    got = K.backend.get_session().run(td(block(x)))
+    np.testing.assert_array_equal(got, np.zeros((2, 4, 2), np.float32))
+
+
+def test_checkpoint_keys_of_layers_holding_layers(session, tmp_path):
+    """save_weights keys a layer's sublayers by the attributes holding them
+    ("layer_with_weights-2/forward_layer/cell/kernel"), as TF; TF's own checkpoint of
+    the model (its SavedModel's variables) loads by them."""
+    del session
+    model = cases.build(K, "fncomp")
+    model.save_weights(str(tmp_path / "w"))
+    assert (
+        cases.checkpoint_keys(tf.train.list_variables(str(tmp_path)))
+        == (RECORDED["fncomp_checkpoint"])
+    )
+    for w in model.weights:
+        K.backend.set_value(w, np.zeros(w.shape.as_list(), np.float32))
+    model.load_weights(
+        str(FIXTURES / "keras_revive_layers" / "tf_fncomp" / "variables" / "variables")
+    )
+    want = [entry["values"] for entry in RECORDED["tf_fncomp"]["layers"]]
+    for layer, values in zip(model.layers, want, strict=True):
+        _same([v.tolist() for v in layer.get_weights()], values, layer.name)
+
+
+def test_bidirectional_builds_its_layers_as_tf():
+    """build() builds the forward and backward layers in their scopes; a call then runs
+    them in "forward_rnn_1", "backward_rnn_1", as TF's graph names them."""
+    assert cases.bidirectional_build(tf) == RECORDED["bidirectional_build"]
 
 
 # -- model_to_dot(expand_nested=True) ---------------------------------------------------------

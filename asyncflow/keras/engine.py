@@ -305,9 +305,35 @@ class Layer:
         return variable
 
     def _trackable_children(self) -> list:
-        """The layer's weights under their short names ("kernel", "moving_mean"), which
-        key them in object-based checkpoints."""
-        return [(w.op.name.split("/")[-1], w) for w in self.weights]
+        """The layer's own weights under their short names ("kernel", "moving_mean") and
+        its sublayers under the attributes holding them ("cell", "forward_layer"), which
+        key them in object-based checkpoints as Keras tracks them; a layer with a
+        sublayer held by no attribute lists all its weights as its own."""
+        named = self._named_sublayers()
+        if named is None:
+            return [(w.op.name.split("/")[-1], w) for w in self.weights]
+        own = list(self._trainable_weights) + list(self._non_trainable_weights)
+        return [(w.op.name.split("/")[-1], w) for w in own] + named
+
+    def _named_sublayers(self):
+        """(attribute, sublayer or list of sublayers) for each attribute of the layer that
+        holds its sublayers, in assignment order; [] for a layer without sublayers, None
+        when a sublayer is held by no attribute."""
+        subs = self._sublayers()
+        if not subs:
+            return []
+        out, found = [], set()
+        for attr, value in vars(self).items():
+            items = value if isinstance(value, list) and value else [value]
+            if attr == "_tracked_layers" or not all(
+                any(item is s for s in subs) for item in items
+            ):
+                continue
+            if any(id(item) in found for item in items):
+                continue
+            found.update(id(item) for item in items)
+            out.append((attr, value))
+        return out if all(id(s) in found for s in subs) else None
 
     def get_weights(self) -> list:
         return backend.batch_get_value(self.weights)

@@ -273,7 +273,7 @@ class Network(Layer):
         layers = self._summary_layers()
         for i, layer in enumerate(layers):
             fields = [
-                f"{layer.name} ({_class_name(layer)})",
+                f"{layer.name} ({type(layer).__name__})",
                 _shape_text(layer),
                 layer.count_params() if layer.built else "0 (unused)",
             ]
@@ -306,13 +306,6 @@ def _call_args(layer) -> tuple:
         return tuple(inspect.signature(layer.call).parameters)
     except (TypeError, ValueError):
         return ()
-
-
-def _class_name(layer) -> str:
-    """The class Keras names: "Functional" for a plain functional Model (TF's class)."""
-    if type(layer).__dict__.get("_keras_registered_name") == "Functional":
-        return "Functional"
-    return type(layer).__name__
 
 
 def _shape_text(layer) -> str:

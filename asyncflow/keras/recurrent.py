@@ -579,6 +579,8 @@ class Bidirectional(Layer):
         if not hasattr(layer, "_config"):
             raise ValueError(f"Bidirectional needs a SimpleRNN, LSTM or GRU layer; got {layer}")
         super().__init__(**kwargs)
+        # (Keras' Wrapper.layer, the layer given; not tracked: its copies hold the weights)
+        object.__setattr__(self, "layer", layer)
         config = dict(layer._config)
         self.forward_layer = type(layer)(**{**config, "name": "forward_" + layer.name})
         if backward_layer is None:
@@ -594,6 +596,23 @@ class Bidirectional(Layer):
             if getattr(sub, "zero_output_for_mask", None) is not None:
                 sub.zero_output_for_mask = sub.return_sequences
         self.supports_masking = True
+
+    def build(self, input_shape) -> None:
+        """Build the forward and backward layers, each in its name scope (their calls
+        then run in "<name>_1", as Keras' graph names them); with initial states or
+        constants among the inputs they are built by their first call."""
+        nested = isinstance(input_shape, list | tuple) and any(
+            isinstance(d, list | tuple | tensor_shape.TensorShape) for d in input_shape
+        )
+        if input_shape is not None and not nested:
+            input_shape = tensor_shape.TensorShape(input_shape)
+            for layer in (self.forward_layer, self.backward_layer):
+                if not layer.built:
+                    with ops.name_scope(layer.name):
+                        layer.build(input_shape)
+                    layer._build_input_shape = input_shape
+                    layer.built = True
+        self.built = True
 
     def compute_mask(self, inputs, mask=None):
         if isinstance(mask, list):

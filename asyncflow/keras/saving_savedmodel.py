@@ -8,7 +8,9 @@ Saving writes the model through tf.saved_model's object saver
   "layer-<k>", per layer in `model.layers` order, as Keras' SavedModel names them; the
   variables keep their checkpoint keys "layer_with_weights-0/kernel/..."); a subclassed
   model's layers under their attribute names, after its variable lists (so its variables
-  are keyed "variables/<k>/...", as TF keys them);
+  are keyed "variables/<k>/...", as TF keys them); a layer's own weights and the layers
+  it holds under the attributes holding them ("layer", "forward_layer", "cell", a
+  custom layer's), each of those a Keras layer of the SavedModel too;
 - the model's traced call, as Keras traces it for loaders without the config: its
   `variables`, `trainable_variables`, `regularization_losses` lists, `__call__` (the
   outputs) and `call_and_return_all_conditional_losses` ((outputs, losses)) on the
@@ -35,10 +37,12 @@ known here (a subclassed model), is revived as Keras revives it: a Model subclas
 named as the saved class whose call runs the saved call_and_return_conditional_losses
 and whose layers (the metadata's "root.<attribute>" nodes) are revived too, holding the
 very variables the saved call computes with: a layer of a known class with a config and
-a build input shape is rebuilt from its config and built on the saved variables; any
-other is a generic revived layer (named as its saved class, its call the saved one, its
-config the saved one); a nested functional or Sequential model is rebuilt from its
-config with its layers on the saved variables.  The variables in no layer are the
+a build input shape is rebuilt from its config and built on the saved variables, the
+layers it holds (a wrapper's layer, a Bidirectional's forward and backward layers, an
+RNN's cell) on theirs; any other is a generic revived layer (named as its saved class,
+its call the saved one, its config the saved one) holding its layers revived the same
+way; a nested functional or Sequential model is rebuilt from its config with its layers
+on the saved variables.  The variables in no layer are the
 model's own; its config is the saved one ({} for a class whose __init__ takes no
 arguments, as Keras writes it).  A network whose config names layer classes not known
 here is rebuilt from its config the same way, those layers revived generically.
@@ -182,7 +186,7 @@ def _saved_children(root, functions, optimizer):
         fns = functions.get(id(obj), {})
         api = _KerasAPI(
             [("non_trainable_variables", list(obj.non_trainable_weights)),
-             ("layers", list(obj.layers) if _is_model(obj) else []),
+             ("layers", list(obj.layers) if _is_model(obj) else obj._sublayers()),
              ("metrics", _saved_metrics(obj) if obj is root else []),
              ("layer_regularization_losses", []), ("layer_metrics", {}), *lists]
             + [(n, fns[n]) for n in (CALL, ALL_LOSSES) if n in fns]
@@ -485,11 +489,13 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True, signatur
 
 
 def _all_layers(model) -> list:
+    """The layers within a model or layer at any depth (a network's layers, a layer's
+    sublayers: a wrapper's layer, an RNN's cell, a custom layer's own), parents first."""
     out = []
-    for layer in getattr(model, "layers", []):
+    subs = model.layers if _is_model(model) else model._sublayers()
+    for layer in subs:
         out.append(layer)
-        if _is_model(layer):
-            out.extend(_all_layers(layer))
+        out.extend(_all_layers(layer))
     return out
 
 
@@ -609,7 +615,7 @@ def _revive(path, info, metadata, custom_objects):
             "cannot be revived. Pass its class in custom_objects."
         )
     cls = type(info["class_name"], (_revived_model_class(),), {})
-    layers = _revive_layers(restored, metadata, custom_objects)
+    layers = _revive_layers(restored, metadata, custom_objects, "root")
     return cls(restored, call, info, layers)
 
 
@@ -629,35 +635,47 @@ def _node_info(node) -> dict:
     return info
 
 
-def _revive_layers(restored, metadata, custom_objects) -> list:
-    """(attribute name, layer) of the model's own layers (metadata nodes "root.<name>"),
-    in node order: each rebuilt from its config where Keras can (a known class, a
-    config and, for a layer, the shape it was built for) on the saved variables
-    themselves, else a generic revived layer named as the saved class."""
+def _revive_layers(parent, metadata, custom_objects, prefix) -> list:
+    """(attribute name, layer) of the layers held by the object at node path `prefix`
+    (metadata nodes "<prefix>.<name>"; parent: its saved object), in node order: each
+    rebuilt from its config where Keras can (a known class, a config and, for a layer,
+    the shape it was built for) on the saved variables themselves, its own sublayers
+    too, else a generic revived layer named as the saved class, holding its revived
+    sublayers."""
     out = []
+    depth = prefix.count(".") + 1
     for node in sorted(metadata.nodes, key=lambda n: n.node_id):
-        parts = node.node_path.split(".")
-        if len(parts) != 2 or parts[0] != "root" or node.identifier not in _LAYER_IDENTIFIERS:
+        path = node.node_path
+        if (
+            not path.startswith(prefix + ".")
+            or path.count(".") != depth
+            or node.identifier not in _LAYER_IDENTIFIERS
+        ):
             continue
-        saved = getattr(restored, parts[1], None)
+        attr = path.rsplit(".", 1)[1]
+        saved = getattr(parent, attr, None)
         if saved is None:
             continue
         info = _node_info(node)
         layer = None
         if node.identifier in ("_tf_keras_layer", "_tf_keras_rnn_layer"):
-            layer = _layer_from_config(saved, info, custom_objects)
+            layer = _layer_from_config(saved, info, custom_objects, metadata, path)
         elif _known_class(info.get("class_name"), custom_objects) is not None and isinstance(
             info.get("config"), dict
         ):
-            layer = _network_on_saved(restored, info, metadata, node.node_path, custom_objects)
+            layer = _network_on_saved(saved, info, metadata, path, custom_objects)
         if layer is None:
-            layer = _generic_layer(saved, info)
-        out.append((parts[1], layer))
+            layer = _generic_layer(saved, info, metadata, path, custom_objects)
+        out.append((attr, layer))
     return out
 
 
-def _generic_layer(saved, info):
-    return type(str(info.get("class_name", "Layer")), (_revived_layer_class(),), {})(saved, info)
+def _generic_layer(saved, info, metadata, path, custom_objects):
+    """A generic revived layer of the saved layer at node path `path`, its sublayers
+    (the metadata's "<path>.<attribute>" nodes) revived and held in those attributes."""
+    sublayers = _revive_layers(saved, metadata, custom_objects, path)
+    cls = type(str(info.get("class_name", "Layer")), (_revived_layer_class(),), {})
+    return cls(saved, info, sublayers)
 
 
 def _known_class(name, custom_objects):
@@ -679,20 +697,20 @@ def _unknown_layer_classes(metadata, custom_objects) -> set:
     return out
 
 
-def _saved_layers(restored, metadata, prefix) -> dict:
-    """Layer name -> (saved object, metadata) of the Keras layers under node path
-    `prefix` (restored: the SavedModel's root object)."""
+def _saved_layers(saved, metadata, prefix) -> dict:
+    """Layer name -> (saved object, metadata, node path) of the Keras layers under node
+    path `prefix` (saved: the object at `prefix`)."""
     out: dict = {}
     for node in sorted(metadata.nodes, key=lambda n: n.node_id):
         path = node.node_path
         if not path.startswith(prefix + ".") or node.identifier not in _LAYER_IDENTIFIERS:
             continue
-        obj = restored
-        for part in path.split(".")[1:]:
+        obj = saved
+        for part in path[len(prefix) + 1 :].split("."):
             obj = getattr(obj, part, None)
         if obj is not None:
             info = _node_info(node)
-            out.setdefault(info.get("name"), (obj, info))
+            out.setdefault(info.get("name"), (obj, info, path))
     return out
 
 
@@ -702,30 +720,33 @@ class _OnSaved:
     the saved variables of the layer of its name when built; a class not known here
     makes a generic revived layer of the saved one."""
 
-    def __init__(self, name, real, saved, objects):
+    def __init__(self, name, real, saved, objects, metadata, custom_objects):
         self._name, self._real, self._saved, self._objects = name, real, saved, objects
+        self._metadata, self._custom_objects = metadata, custom_objects
 
     def from_config(self, config, custom_objects=None):
         del custom_objects  # (the table this stand-in is in)
-        saved, info = self._saved.get(config.get("name"), (None, None))
+        saved, info, path = self._saved.get(config.get("name"), (None, None, None))
         if self._real is None:
             if saved is None:
                 raise ValueError(f"Unknown layer: '{self._name}'.")
-            return _generic_layer(saved, info)
+            return _generic_layer(saved, info, self._metadata, path, self._custom_objects)
         layer = _class_from_config(self._real, config, self._objects)
         if saved is not None and not isinstance(layer, Network):
-            _adopt(layer, saved)
+            _adopt_all(layer, saved)
         return layer
 
 
-def _network_on_saved(restored, info, metadata, prefix, custom_objects):
-    """The functional or Sequential model of the metadata at node path `prefix`, rebuilt
-    from its config with its layers on the SavedModel's variables (`_OnSaved`)."""
-    saved = _saved_layers(restored, metadata, prefix)
+def _network_on_saved(saved_model, info, metadata, prefix, custom_objects):
+    """The functional or Sequential model of the metadata at node path `prefix` (its
+    saved object: saved_model), rebuilt from its config with its layers on the
+    SavedModel's variables (`_OnSaved`)."""
+    saved = _saved_layers(saved_model, metadata, prefix)
     objects = dict(custom_objects or {})
-    for _, layer_info in saved.values():
+    for _, layer_info, _ in saved.values():
         name = layer_info.get("class_name")
-        objects[name] = _OnSaved(name, _known_class(name, custom_objects), saved, objects)
+        known = _known_class(name, custom_objects)
+        objects[name] = _OnSaved(name, known, saved, objects, metadata, custom_objects)
     model = model_from_config(
         {"class_name": info["class_name"], "config": _plain(info["config"])},
         custom_objects=objects,
@@ -761,6 +782,24 @@ def _adopt(layer, saved) -> None:
     layer.__dict__["add_weight"] = add_weight
 
 
+def _adopt_all(layer, saved, path="") -> list:
+    """`_adopt` the layer and, at any depth, each sublayer it holds already (a wrapper's
+    layer, a Bidirectional's forward and backward layers, an RNN's cell) with the saved
+    object of its attribute's name; (layer, its node path under `path`) of each layer
+    adopted, parents first."""
+    _adopt(layer, saved)
+    out = [(layer, path)]
+    for attr, value in layer._named_sublayers() or []:
+        items = value if isinstance(value, list) else [value]
+        saved_value = getattr(saved, attr, None)
+        for k, item in enumerate(items):
+            sub_path = f"{path}.{attr}" + (f".{k}" if isinstance(value, list) else "")
+            sub = getattr(saved_value, str(k), None) if isinstance(value, list) else saved_value
+            if sub is not None:
+                out += _adopt_all(item, sub, sub_path)
+    return out
+
+
 def _shape_from_json(value):
     """A build_input_shape of the metadata (TensorShape markers, lists, None)."""
     from asyncflow.tensor_shape import TensorShape
@@ -776,11 +815,12 @@ def _shape_from_json(value):
     return None
 
 
-def _layer_from_config(saved, info, custom_objects):
-    """The layer rebuilt from its config and built for its saved input shape with the
-    saved variables as its weights (`_adopt`); None where Keras revives it otherwise: an
-    unknown class, no config or shape, or a build that makes other weights than the
-    saved ones."""
+def _layer_from_config(saved, info, custom_objects, metadata, path):
+    """The layer at node path `path`, rebuilt from its config and built for its saved
+    input shape with the saved variables as its weights (`_adopt_all`), and so are the
+    sublayers it holds that its build leaves unbuilt (a Bidirectional's), each for its
+    own saved shape; None where Keras revives it otherwise: an unknown class, no config
+    or shape, or a build that makes other weights than the saved ones."""
     name, config = info.get("class_name"), info.get("config")
     if not isinstance(config, dict) or _known_class(name, custom_objects) is None:
         return None
@@ -793,15 +833,27 @@ def _layer_from_config(saved, info, custom_objects):
         )
     except (ValueError, TypeError, KeyError):
         return None
-    _adopt(layer, saved)
+    adopted = _adopt_all(layer, saved)
+    nodes = {node.node_path: node for node in metadata.nodes}
     try:
         layer.build(shape)
+        layer._build_input_shape = shape
+        layer.built = True
+        for sub, sub_path in adopted[1:]:
+            node = nodes.get(path + sub_path)
+            sub_shape = None if node is None else _shape_from_json(
+                _node_info(node).get("build_input_shape")
+            )  # fmt: skip
+            if not sub.built and sub_shape is not None:
+                with ops.name_scope(sub.name):
+                    sub.build(sub_shape)
+                sub._build_input_shape = sub_shape
+                sub.built = True
     except (ValueError, TypeError):
         return None
     finally:
-        del layer.__dict__["add_weight"]
-    layer._build_input_shape = shape
-    layer.built = True
+        for item, _ in adopted:
+            del item.__dict__["add_weight"]
     saved_vars = _saved_list(getattr(saved, "variables", None))
     if sorted(map(id, layer.weights)) != sorted(map(id, saved_vars)):
         return None
@@ -819,12 +871,19 @@ def _revived_layer_class():
         return _REVIVED_LAYER[0]
 
     class RevivedLayer(Layer):
-        def __init__(self, saved, info):
+        def __init__(self, saved, info, sublayers=()):
             super().__init__(
                 name=info.get("name"), trainable=bool(info.get("trainable", True)),
                 dtype=info.get("dtype") or None,
             )  # fmt: skip
+            in_sublayers = set()
+            for attr, layer in sublayers:
+                self.__dict__.setdefault("_tracked_layers", []).append(layer)
+                in_sublayers.update(id(w) for w in layer.weights)
+                if not hasattr(type(self), attr) and attr not in self.__dict__:
+                    object.__setattr__(self, attr, layer)
             variables = _saved_list(getattr(saved, "variables", None))
+            variables = [v for v in variables if id(v) not in in_sublayers]
             trainable = _saved_list(getattr(saved, "trainable_variables", None))
             self._trainable_weights = [v for v in variables if any(v is t for t in trainable)]
             self._non_trainable_weights = [

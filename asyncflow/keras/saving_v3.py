@@ -43,7 +43,6 @@ import numpy as np
 from asyncflow.keras import backend
 from asyncflow.keras import saving_hdf5 as saving
 from asyncflow.keras.model_config import KERAS_VERSION, model_from_config, saved_config
-from asyncflow.keras.network import Network
 from asyncflow.keras.serialization import CustomObjectScope, get_registered_name
 
 __all__ = [
@@ -98,13 +97,6 @@ def to_snake_case(name: str) -> str:
     return "private" + name if name.startswith("_") else name
 
 
-def _class_name(obj) -> str:
-    # TF's functional models are of class Functional; asyncflow's are Model instances.
-    if isinstance(obj, Network) and obj._is_graph_network and type(obj).__name__ == "Model":
-        return "Functional"
-    return type(obj).__name__
-
-
 def _own_variables(obj) -> list:
     if hasattr(obj, "_trainable_weights"):
         return list(obj._trainable_weights) + list(obj._non_trainable_weights)
@@ -113,6 +105,13 @@ def _own_variables(obj) -> list:
 
 def _is_trackable(value) -> bool:
     return hasattr(value, "_trainable_weights") or hasattr(value, "update_state")
+
+
+def _holds(obj, child) -> bool:
+    """Whether a layer tracks `child` (not so a Bidirectional's `layer`, the one it was
+    given, whose copies hold the weights)."""
+    sublayers = getattr(obj, "_sublayers", None)
+    return sublayers is None or any(child is s for s in sublayers())
 
 
 def state_tree(model) -> list:
@@ -130,7 +129,7 @@ def state_tree(model) -> list:
             child = getattr(obj, attr, None)
             if isinstance(child, (list, tuple)):
                 visit_list(child, _join(path, attr))
-            elif child is not None and _is_trackable(child):
+            elif child is not None and _is_trackable(child) and _holds(obj, child):
                 visit(child, _join(path, attr))
 
     def visit_list(items, path):
@@ -138,7 +137,7 @@ def state_tree(model) -> list:
         for item in items:
             if not _is_trackable(item) or id(item) in visited:
                 continue
-            name = to_snake_case(_class_name(item))
+            name = to_snake_case(type(item).__name__)
             if name in used:
                 used[name] += 1
                 name = f"{name}_{used[name]}"

@@ -49,9 +49,19 @@ class Model(Network):
       ValueError: (construction) outputs not reachable from the inputs.
     """
 
+    def __new__(cls, *args, **kwargs):
+        # As Keras: `Model(inputs, outputs)` itself makes a Functional model.
+        if cls is Model and _functional_arguments(args, kwargs):
+            cls = Functional
+        return super().__new__(cls)
+
     def __init__(self, *args, **kwargs):
         inputs = kwargs.pop("inputs", args[0] if len(args) > 0 else None)
         outputs = kwargs.pop("outputs", args[1] if len(args) > 1 else None)
+        if inputs is not None and outputs is not None and not isinstance(self, Functional):
+            _make_functional(type(self))
+        if type(self) is Functional and kwargs.get("name") is None:
+            kwargs["name"] = backend.unique_object_name("model")  # (Keras' default name)
         super().__init__(inputs, outputs, **kwargs)
         self.optimizer = None
         self.loss = None
@@ -595,9 +605,6 @@ class Model(Network):
 
     # -- configs --------------------------------------------------------------------------------
 
-    # A Model of this very class serializes as TF's "Functional" (subclasses by their name).
-    _keras_registered_name = "Functional"
-
     def get_config(self) -> dict:
         """The functional config (layers with their inbound nodes, input_layers,
         output_layers), as TF's Keras writes it.
@@ -711,6 +718,32 @@ class Model(Network):
         return status
 
 
+class Functional(Model):
+    """A model made by `tf.keras.Model(inputs, outputs)`: Keras' class of functional
+    models (its name in configs, summaries and `type(model).__name__`), and the base of
+    Sequential and of a subclassed model whose __init__ passes inputs and outputs to
+    Model's."""
+
+
+def _functional_arguments(args, kwargs) -> bool:
+    """Whether Model's arguments are a functional model's (inputs and outputs)."""
+    return (
+        len(args) >= 2
+        or (len(args) == 1 and "outputs" in kwargs)
+        or ("inputs" in kwargs and "outputs" in kwargs)
+    )
+
+
+def _make_functional(cls) -> None:
+    """Put Functional in place of Model among the bases of a Model subclass whose
+    __init__ gives Model inputs and outputs, as Keras does (so the class, and every
+    instance, is a Functional)."""
+    for klass in cls.__mro__:
+        if Model in klass.__bases__:
+            klass.__bases__ = tuple(Functional if b is Model else b for b in klass.__bases__)
+            return
+
+
 def _is_hdf5(filepath) -> bool:
     if saving_hdf5.is_hdf5_filepath(filepath):
         return True
@@ -820,7 +853,7 @@ def _finalize(totals, n, n_losses) -> list:
     return [v / n if i < n_losses else v for i, v in enumerate(totals)]
 
 
-class Sequential(Model):
+class Sequential(Functional):
     """`tf.keras.Sequential(layers=None, name=None)`: a linear stack of layers.
 
     Raises:
@@ -984,4 +1017,4 @@ class Sequential(Model):
         return super().__call__(inputs, *args, **kwargs)
 
 
-layer_configs.register_layer_classes(Model=Model, Functional=Model, Sequential=Sequential)
+layer_configs.register_layer_classes(Model=Model, Functional=Functional, Sequential=Sequential)

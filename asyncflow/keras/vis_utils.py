@@ -111,13 +111,6 @@ def _is_wrapper(layer) -> bool:
     )
 
 
-def _class_name(layer) -> str:
-    """The class TF names: "Functional" for a plain functional Model (TF's class)."""
-    if type(layer).__dict__.get("_keras_registered_name") == "Functional":
-        return "Functional"
-    return type(layer).__name__
-
-
 def _is_expanded(layer, expand_nested) -> bool:
     """A nested network drawn as its own cluster (expand_nested)."""
     from asyncflow.keras.network import Network
@@ -129,7 +122,7 @@ def _label(layer, show_shapes, show_dtype, show_layer_names, show_layer_activati
            show_trainable) -> str:  # fmt: skip
     from asyncflow.keras.engine import InputLayer
 
-    name, label = layer.name, _class_name(layer)
+    name, label = layer.name, type(layer).__name__
     if _is_wrapper(layer):
         name = f"{name}({layer.layer.name})"
         label = f"{label}({type(layer.layer).__name__})"

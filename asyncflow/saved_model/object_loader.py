@@ -157,7 +157,8 @@ class _SignatureMap(collections.abc.Mapping):
 
 def _pack_outputs(structure, flat: list):
     """The call's flat outputs in the shape of `structure`, a composite's TypeSpec
-    rebuilt from its components."""
+    rebuilt from its components; a tensor takes its saved spec's static shape, as TF's
+    call of a concrete function sets its outputs' shapes from the function's."""
     leaves, pos = [], 0
     for leaf in nest.flatten(structure):
         if isinstance(leaf, TypeSpec) and not isinstance(leaf, TensorSpec):
@@ -165,7 +166,11 @@ def _pack_outputs(structure, flat: list):
             leaves.append(_from_components(leaf, list(flat[pos : pos + n])))
             pos += n
         else:
-            leaves.append(flat[pos])
+            out = flat[pos]
+            if isinstance(leaf, TensorSpec) and isinstance(out, ops.Tensor):
+                if leaf.shape.is_compatible_with(out.shape):
+                    out.set_shape(leaf.shape)
+            leaves.append(out)
             pos += 1
     if pos != len(flat):
         raise ValueError(f"load_v2: the function returns {len(flat)} tensors, its outputs {pos}")
