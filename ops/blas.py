@@ -35,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import sys
 
 import numpy as np
 
@@ -47,6 +48,63 @@ __all__ = ["available", "gemm_into", "matmul", "matmul_sum", "warm"]
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _fns: dict = {}
 _batch_fns: dict = {}  # dtype -> cblas_?gemm_batch (OpenBLAS 0.3.30 and later)
+
+
+# -- MKL for one thread ------------------------------------------------------------------
+#
+# On an Intel Xeon with AVX-512 (Sapphire Rapids, 2 vCPUs; 2026-12-02) OpenBLAS 0.3.31
+# picks its SkylakeX kernels, and MKL's sequential sgemm ran the models' products 1.1-2x
+# faster on one thread (one process, alternating: [128,784]x[784,256] 601 against 458
+# us, [32,256]x[784,256]^T 373 against 189, [64,784]x[784,512] 855 against 659), about
+# as fast as OpenBLAS on two threads; MKL on two threads (its OpenMP beside numba's
+# GNU OpenMP) was slower than on one.  So MKL takes the calls the CPU budget gives one
+# thread (its measured choice per kind of call, or another process holding the other
+# core) and the single-thread calls of the pool's blocks and pairs; calls given several
+# threads keep OpenBLAS's own threads, and TF_DETERMINISTIC_OPS=1 keeps OpenBLAS on one
+# thread (its bits, as before).  The models' steps (benchmarks/models/ab_env.py, this
+# against ASYNCFLOW_BLAS=openblas, 3 rounds): gan 1.11x, vae 1.07x, autoencoder 1.14x,
+# mlp 1.19x, lstm_static 1.26x faster.  MKL only, for every call, lost on lstm_static
+# (0.83x) and the VAE (0.95x): their products gained more from OpenBLAS's two threads.
+# MKL's gemm (Intel's, the `mkl` extra: `pip install asyncflow[mkl]`) for the calls the
+# CPU budget gives one thread, where its runtime is installed; ASYNCFLOW_BLAS=openblas:
+# NumPy's OpenBLAS for every call (see "MKL for one thread" below).
+_WANT = os.environ.get("ASYNCFLOW_BLAS", "").strip().lower()
+_MKL_SEQUENTIAL = 1  # MKL_THREADING_SEQUENTIAL (mkl_service.h)
+_one_fns: dict = {}  # dtype -> MKL's cblas ?gemm (64-bit integers), on its sequential layer
+_ONE_ADDRESSES: dict = {}  # dtype -> its address, for the compiled calls
+
+
+def _load_mkl() -> None:
+    """MKL's cblas on its sequential layer, where the `mkl` package put its runtime
+    library beside this Python's."""
+    for path in sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*"))):
+        try:
+            lib = ctypes.CDLL(path)
+            layer = lib.MKL_Set_Threading_Layer
+            pairs = (
+                (np.dtype(np.float32), lib.cblas_sgemm_64, ctypes.c_float),
+                (np.dtype(np.float64), lib.cblas_dgemm_64, ctypes.c_double),
+            )
+        except (OSError, AttributeError):
+            continue
+        layer.restype, layer.argtypes = ctypes.c_int, [ctypes.c_int]
+        if layer(_MKL_SEQUENTIAL) != _MKL_SEQUENTIAL:  # (another user chose a layer first)
+            continue
+        i64, ptr, enum = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+        for dtype, fn, scalar in pairs:
+            fn.restype = None
+            fn.argtypes = [enum, enum, enum, i64, i64, i64, scalar, ptr, i64, ptr, i64]
+            fn.argtypes += [scalar, ptr, i64]
+            _one_fns[dtype] = fn
+        return
+
+
+def library() -> str:
+    """Whose gemm the calls here make: "openblas", "openblas+mkl" (MKL's for calls on
+    one thread), or "" (none found: callers keep NumPy's matmul)."""
+    if not _fns:
+        return ""
+    return "openblas+mkl" if _one_fns else "openblas"
 
 
 def _load() -> None:
@@ -68,6 +126,8 @@ def _load() -> None:
             fn.argtypes = [enum, enum, enum, i64, i64, i64, scalar, ptr, i64, ptr, i64]
             fn.argtypes += [scalar, ptr, i64]
             _fns[dtype] = fn
+        if _WANT != "openblas":
+            _load_mkl()
         if os.environ.get("ASYNCFLOW_GEMM_BATCH", "") not in ("", "1"):
             return
         for dtype, name in ((np.float32, "scipy_cblas_sgemm_batch64_"),
@@ -236,6 +296,8 @@ def _build_gemm(numba):
         compiled.disable_compile()  # (another layout: TypeError, then ctypes)
         loops[_NAMES[dtype]] = compiled
         _ADDRESSES[dtype] = ctypes.cast(fn, ctypes.c_void_p).value
+        if dtype in _one_fns:
+            _ONE_ADDRESSES[dtype] = ctypes.cast(_one_fns[dtype], ctypes.c_void_p).value
     if np.dtype(np.float32) in _fns and jit_threads.may_launch():
         try:
             loops.update(_build_pool(numba))
@@ -283,6 +345,15 @@ def warm(timeout: float | None = 120.0) -> bool:
     return _JIT.warm(timeout)
 
 
+def _single_address(dtype) -> int:
+    """The gemm for a call on one thread of a pool's: MKL's where loaded (never with
+    TF_DETERMINISTIC_OPS=1, where OpenBLAS on one thread gives its bits), else
+    OpenBLAS's."""
+    if _ONE_ADDRESSES and not cpu_budget.deterministic():
+        return _ONE_ADDRESSES.get(dtype, _ADDRESSES[dtype])
+    return _ADDRESSES[dtype]
+
+
 def available(dtype) -> bool:
     """Whether `gemm_into` handles arrays of `dtype`."""
     return np.dtype(dtype) in _fns
@@ -324,15 +395,19 @@ def _gemm(
         if pool is not None and min(m, n) >= _POOL_MIN_SIDE and m * n * k <= _POOL_MAX_MACS:
             parts = cpu_budget.pool_threads()
             try:
-                pool(_ADDRESSES[c.dtype], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                     parts, m >= n)  # fmt: skip
+                pool(_single_address(c.dtype), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+                     c, parts, m >= n)  # fmt: skip
                 return
             except TypeError:  # (a C its signature leaves out: the call below)
                 cpu_budget.unpool()
+        address = _ADDRESSES.get(c.dtype)
+        if _one_fns and cpu_budget.granted() == 1 and not cpu_budget.deterministic():
+            fn = _one_fns[c.dtype]
+            address = _ONE_ADDRESSES.get(c.dtype)
         jit = _JIT.get(_NAMES[c.dtype]) if _COMPILED_CALL else None  # (not `.name`: ~5 us)
-        if jit is not None:
+        if jit is not None and address is not None:
             try:
-                jit(_ADDRESSES[c.dtype], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c)
+                jit(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c)
                 return
             except TypeError:  # (an array of a layout without a signature)
                 pass
@@ -471,7 +546,7 @@ def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, t
             cpu_budget.pool_threads()
             a1, b1, a2, b2 = (np.ascontiguousarray(x) for x in (a1, b1, a2, b2))
             try:
-                pool(_ADDRESSES[c1.dtype], _TRANS if ta1 else _NO_TRANS,
+                pool(_single_address(c1.dtype), _TRANS if ta1 else _NO_TRANS,
                      _TRANS if tb1 else _NO_TRANS, k1, a1, b1, beta1, c1,
                      _TRANS if ta2 else _NO_TRANS, _TRANS if tb2 else _NO_TRANS, k2, a2, b2,
                      beta2, c2)  # fmt: skip

@@ -2,11 +2,16 @@
 
 ASYNCFLOW_CHECK_KERNELS must be set before asyncflow is imported: the executor reads it
 once, and then checks every kernel's outputs (dtype, shape) against the graph.
+
+ASYNCFLOW_BLAS=openblas: the suite's products are NumPy's OpenBLAS's on every path, with
+or without the `mkl` extra installed (many tests compare a kernel's bits with a NumPy
+product's); tests/test_blas_mkl.py covers MKL's calls for one thread.
 """
 
 import os
 
 os.environ["ASYNCFLOW_CHECK_KERNELS"] = "1"
+os.environ.setdefault("ASYNCFLOW_BLAS", "openblas")
 
 import _testing_ops  # noqa: E402  (registers the test-only ops)
 import pytest  # noqa: E402
