@@ -201,6 +201,10 @@ class TaskService:
             reg = st.graphs.pop(h)
             if isinstance(reg, int):
                 self.worker.deregister_graph(reg)
+        for ks in st.kernel_states.values():  # (resources of the session's own: one-shot
+            release = ks.pop("release", None)  # iterators, ops/dataset_ops.py)
+            if release is not None:
+                release()
 
     def close(self) -> None:
         if self._sweeper is not None:
