@@ -17,7 +17,9 @@ input is fed an empty string instead: a fed tensor cuts its producer off, so the
 dataset-building ops no longer run each step.  A remote task's kernel states are out of
 the master's sight: there, the first step of a plan holding the op that succeeds spends
 its input (the op ran, outside control flow, so its kernel made the iterator or had it
-already), and the master remembers it for every plan of the session.
+already), and the master remembers it for every plan of the session.  (The task keeps
+the iterator with the kernel states of the session's connection: a connection lost
+takes it along, and a later step fails with FailedPreconditionError.)
 
 Invariant: plans are cached per (feeds, fetches, targets, graph version, tracing) and
 shared by concurrent steps; a cached plan's graph stays registered until it is evicted

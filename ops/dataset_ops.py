@@ -555,6 +555,14 @@ async def _one_shot(ctx, dataset):
                 dataset[()] if isinstance(dataset, np.ndarray) and dataset.shape == () else dataset
             )
             ds = value if isinstance(value, pl.DatasetValue) else st.get("dataset")
+            if ds is None and isinstance(value, bytes | str) and not value:
+                raise errors.FailedPreconditionError(  # (the master fed the spent input)
+                    None,
+                    None,
+                    "The one-shot iterator's dataset was made by an earlier step and this "
+                    "kernel's state is gone (a lost connection to the task): make a new "
+                    "session",
+                )
             if ds is None:
                 ds = _ds(dataset)  # (InvalidArgumentError: not a dataset)
             await it.start(ds, pl.Env(ctx.session))

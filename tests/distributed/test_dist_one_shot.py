@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import asyncflow as af
+from asyncflow.distributed import client
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -68,3 +69,22 @@ def test_a_failed_step_spends_nothing(local_server):
             assert s.run(nxt, {shape: [2]}).tolist() == [1.0, 2.0]
             with pytest.raises(af.errors.OutOfRangeError):
                 s.run(nxt)
+
+
+def test_a_lost_connection_takes_the_iterator_along(local_server):
+    # The task keeps the iterator with the session's connection: after it is lost, the
+    # twin plan's spent input finds no iterator, a typed error (not a hang, nor another
+    # pass over the data).
+    with af.Graph().as_default():
+        nxt = af.data.make_one_shot_iterator(af.data.Dataset.range(5)).get_next()
+        with af.Session(local_server.target) as s:
+            assert [s.run(nxt), s.run(nxt)] == [0, 1]
+            for ch in s._worker._channels.values():
+                client._shutdown(ch.conn)
+            errs = []
+            for _ in range(3):
+                with pytest.raises(af.errors.OpError) as e:
+                    s.run(nxt)
+                errs.append(type(e.value))
+    assert errs[-1] is af.errors.FailedPreconditionError
+    assert set(errs) <= {af.errors.UnavailableError, af.errors.FailedPreconditionError}
