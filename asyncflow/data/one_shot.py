@@ -10,14 +10,19 @@ own ops and the values its functions capture (a `map` function's body is not che
 so a variable or a random op used inside it is allowed; a control input is not
 followed).  The first op refused, depth first from the dataset's op in input order, is
 the one named, as TF names it.  Ops producing a dataset are allowed, stateful or not
-(TF allows every op whose first output is a DT_VARIANT).
+(TF allows every op whose first output is a DT_VARIANT).  asyncflow traces a dataset
+function's ops into the dataset's own graph: they are told from the values the function
+captures by the op ids its trace made (`note_traced`, called by data/dataset.py's
+tracer) and by their depending on the function's arguments.
 
 "Stateful" is TF's op flag, not asyncflow's registry's: the registry also marks ops
 that update a ref input, or use a handle another op made (a queue's, a TensorArray's),
 so that they are never pruned, merged or folded; TF marks only the op making the
 object stateful there, and the copy reaches that op through the same input.
 
-Invariant: the check reads the graph only.
+Invariant: the check reads the graph and the spans noted for it only.  (A graph built
+by two threads at once may have another thread's ops inside a trace's span: they go
+unchecked, as TF's Graph is not thread-safe for building either.)
 """
 
 from __future__ import annotations
@@ -125,7 +130,10 @@ def _functions(op, inside: set) -> list:
     for key, names in op._attrs.items():
         if not isinstance(names, list | tuple) or not key.endswith(("_outputs", "_inputs")):
             continue
-        ops_ = [get(n).op for n in names if isinstance(n, str)]
+        try:
+            ops_ = [get(n).op for n in names if isinstance(n, str)]
+        except (KeyError, ValueError):  # (not tensor names of this graph: no function)
+            continue
         if key.endswith("_outputs"):
             results.extend(ops_)
         else:
