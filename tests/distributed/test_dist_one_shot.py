@@ -35,7 +35,6 @@ def test_dataset_ops_run_once_per_session(local_server):
     building = {"PyFuncStateless", "TensorSliceDataset/TensorSliceDataset", "RepeatDataset"}
     with af.Graph().as_default():
         x = af.numpy_function(count, [np.arange(6, dtype=np.float32)], af.float32, stateful=False)
-        # (no map: a dataset function does not cross the wire yet)
         ds = af.data.Dataset.from_tensor_slices(x + 1).batch(2).repeat()
         nxt = af.data.make_one_shot_iterator(ds).get_next()
         doubled = nxt * 2

@@ -1,0 +1,85 @@
+"""tf.data's traced functions (map, filter, flat_map, interleave...) on a cluster: their
+bodies travel with the task's partitions and run there as nested steps
+(distributed/graph_codec.py `encode_functions`, distributed/task_functions.py), with the
+values a session of this process gives."""
+
+import numpy as np
+import pytest
+from conftest import cluster_of
+
+import asyncflow as af
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    cluster = cluster_of(worker=2)
+    servers = [af.train.Server(cluster, "worker", i) for i in range(2)]
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+def _pipelines():
+    c = af.constant(10, af.int64)
+    slices = (np.arange(3.0), np.arange(3) * 2)
+    return {
+        "map": af.data.Dataset.range(6).map(lambda x: x * 2),
+        "filter": af.data.Dataset.range(8).filter(lambda x: af.equal(x % 3, 0)),
+        "captured_constant": af.data.Dataset.range(4).map(lambda x: x + c),
+        "tuple": af.data.Dataset.from_tensor_slices(slices).map(lambda a, b: (a * 2, b + 1)),
+        "flat_map": af.data.Dataset.range(4).flat_map(af.data.Dataset.range),
+        "interleave": af.data.Dataset.range(1, 4).interleave(
+            lambda x: af.data.Dataset.range(x).map(lambda y: y * 10 + x), cycle_length=2
+        ),
+        "cond": af.data.Dataset.range(5).map(lambda x: af.cond(x > 2, lambda: x * 100, lambda: x)),
+        "parallel_map_batch": af.data.Dataset.range(7)
+        .map(lambda x: x * x, num_parallel_calls=3)
+        .batch(3),
+    }
+
+
+def _drain(sess, nxt) -> list:
+    out = []
+    while True:
+        try:
+            out.append(sess.run(nxt))
+        except af.errors.OutOfRangeError:
+            return out
+
+
+def _all_values(target, device=None) -> dict:
+    with af.Graph().as_default():
+        with af.device(device):
+            nxts = {
+                k: af.data.make_one_shot_iterator(ds).get_next() for k, ds in _pipelines().items()
+            }
+        with af.Session(target) as s:
+            return {k: repr(_drain(s, n)) for k, n in nxts.items()}
+
+
+@pytest.mark.parametrize("device", [None, "/job:worker/task:1"])
+def test_dataset_functions_run_on_a_task_as_in_one_process(two_workers, device):
+    # (task 1: the dataset's ops and its iterator on a task the session's target is not)
+    assert _all_values(two_workers[0].target, device) == _all_values("")
+
+
+def test_a_fed_capture_reaches_the_function_on_the_task(two_workers):
+    # An initializable iterator's feeds reach its functions as captured placeholders.
+    def run(target):
+        with af.Graph().as_default():
+            k = af.placeholder(af.int64, [])
+            n = af.placeholder(af.int64, [])
+            ds = af.data.Dataset.range(n).map(lambda x: x * k)
+            ds = ds.filter(lambda x: af.equal(x % 2, 0))
+            it = af.data.make_initializable_iterator(ds)
+            nxt = it.get_next()
+            out = []
+            with af.Session(target) as s:
+                for kk in (3, 4):
+                    s.run(it.initializer, {k: kk, n: 5})
+                    out.append([int(v) for v in _drain(s, nxt)])
+            return out
+
+    assert run(two_workers[1].target) == run("") == [[0, 6, 12], [0, 4, 8, 12, 16]]
