@@ -112,6 +112,9 @@ class PeerLink:
         if conn is not None and conn.closed is None:
             conn.send(wire.PUSH, 0, {"s": step_id, "k": key}, [value])
             return
+        # A value no frame can carry fails the _Send now, as on a link that is up (sent
+        # later, its error would reach no step, and the _Recv would wait for good).
+        wire.encode_tensors([value])
         if self.pending is None:
             self.pending = []
             asyncio.ensure_future(self._connect())
@@ -140,7 +143,10 @@ class PeerLink:
         self.conn.state = _ClientState()
         pending, self.pending = self.pending or [], None
         for step_id, key, value in pending:
-            self.conn.send(wire.PUSH, 0, {"s": step_id, "k": key}, [value])
+            try:
+                self.conn.send(wire.PUSH, 0, {"s": step_id, "k": key}, [value])
+            except errors.OpError as e:  # (too large, or the link lost meanwhile)
+                self.service.fail_step(step_id, e)
 
     def _lost(self, conn, error) -> None:
         if conn is self.conn:

@@ -1,7 +1,8 @@
 """tf.data's traced functions (map, filter, flat_map, interleave...) on a cluster: their
 bodies travel with the task's partitions and run there as nested steps
 (distributed/graph_codec.py `encode_functions`, distributed/task_functions.py), with the
-values a session of this process gives."""
+values a session of this process gives; a dataset itself cannot cross tasks, and the
+step says so at once."""
 
 import numpy as np
 import pytest
@@ -83,3 +84,31 @@ def test_a_fed_capture_reaches_the_function_on_the_task(two_workers):
             return out
 
     assert run(two_workers[1].target) == run("") == [[0, 6, 12], [0, 4, 8, 12, 16]]
+
+
+def test_a_dataset_sent_between_tasks_fails_the_step_at_once():
+    # A dataset value cannot cross tasks (TF: a variant of a dataset has no encoding
+    # either).  The first push from task 1 to task 0 waits for the link to open: it
+    # used to be refused only then, with no step to tell, and the step hung.
+    cluster = cluster_of(worker=2)
+    servers = [af.train.Server(cluster, "worker", i) for i in range(2)]
+    config = af.ConfigProto(operation_timeout_in_ms=10000)
+    try:
+        with af.Graph().as_default():
+            with af.device("/job:worker/task:0"):
+                a = af.constant(2.0)
+            with af.device("/job:worker/task:1"):
+                b = a * 3  # (task 0 -> task 1: the link the other way is not up yet)
+                ds = af.data.Dataset.range(3).repeat()
+            with af.device("/job:worker/task:0"):
+                nxt = af.data.make_one_shot_iterator(ds).get_next()
+                c = b + 1  # (task 1 -> task 0)
+            with af.Session(servers[0].target, config=config) as s:
+                assert s.run(b) == 6.0
+                for _ in range(2):  # the link opening, then open
+                    with pytest.raises(af.errors.UnimplementedError, match="type Repeat"):
+                        s.run(nxt)
+                assert s.run(c) == 7.0  # the cluster still serves steps
+    finally:
+        for srv in servers:
+            srv.stop()
