@@ -112,3 +112,26 @@ def test_a_dataset_sent_between_tasks_fails_the_step_at_once():
     finally:
         for srv in servers:
             srv.stop()
+
+
+def test_a_task_prefetches_in_process(two_workers, tmp_path, monkeypatch):
+    # tf.data's input worker process gets the pipeline's GraphDef from the op's graph; a
+    # task's partition ops are in none, so the task prefetches in its own process.
+    from asyncflow.data import remote
+
+    monkeypatch.setattr(remote, "MODE", "always")
+    path = str(tmp_path / "r.tfrecord")
+    with af.python_io.TFRecordWriter(path) as w:
+        for i in range(5):
+            w.write(bytes([i, 2 * i]))
+    spawned = remote.STATS["spawned"]
+    with af.Graph().as_default():
+        ds = af.data.TFRecordDataset(path)
+        ds = ds.map(lambda s: af.cast(af.io.decode_raw(s, af.uint8), af.int64) * 2).prefetch(2)
+        it = af.data.make_initializable_iterator(ds)
+        nxt = it.get_next()
+        with af.Session(two_workers[0].target) as s:
+            for _ in range(2):
+                s.run(it.initializer)
+                assert [v.tolist() for v in _drain(s, nxt)] == [[2 * i, 4 * i] for i in range(5)]
+    assert remote.STATS["spawned"] == spawned
