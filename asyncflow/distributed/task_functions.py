@@ -16,7 +16,7 @@ the steps in flight.
 
 from __future__ import annotations
 
-from asyncflow import errors
+from asyncflow import device_spec, errors
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.graph_passes import run_graph_passes
@@ -40,6 +40,7 @@ class TaskFunctions:
         self.worker = LocalWorker(devices)
         # (soft placement: a body placed on another task in the client's graph runs here)
         self.placer = Placer(devices, allow_soft_placement=True, default_device=default_device)
+        self._task = device_spec.DeviceSpec.from_string(default_device)
         self.plans: dict = {}
         self._scratch_graph = ops.Graph()  # owns the _Send/_Recv nodes partitions add
         self._kernel_states: dict = {}
@@ -66,6 +67,7 @@ class TaskFunctions:
 
     def _compile(self, feeds: list, fetches: list) -> _Plan:
         order = partition_mod.prune(feeds, fetches)
+        self._check_task(order)
         assignment = self.placer.place(order)
         parts, fetch_map = partition_mod.partition(
             order, assignment, feeds, fetches, self._scratch_graph
@@ -92,6 +94,25 @@ class TaskFunctions:
             RegisteredGraph(plans, [(index[id(p)], j) for p, j in fetch_map])
         )
         return plan
+
+    def _check_task(self, order) -> None:
+        """Raises UnimplementedError for a stateful op placed on another task (a
+        variable on a ps task): run here, it would be another object of the same name
+        (a stateless one computes the same values here)."""
+        for op in order:
+            if not op.device or not op.op_def.stateful:
+                continue
+            spec = device_spec.DeviceSpec.from_string(op.device)
+            if (spec.job is not None and spec.job != self._task.job) or (
+                spec.task is not None and spec.task != self._task.task
+            ):
+                raise errors.UnimplementedError(
+                    None,
+                    op,
+                    f"Operation {op.name} ({op.type}) of a dataset function is placed on "
+                    f"{op.device}: a dataset's functions run on the task of its dataset "
+                    f"op ({self._task.to_string()}), and cannot reach another task's state",
+                )
 
     def _kernel_state_for(self, op) -> dict:
         st = self._kernel_states.get(op)
