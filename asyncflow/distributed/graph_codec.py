@@ -193,15 +193,22 @@ def decode_attr_type(enum: int):
 # -- tf.data functions -------------------------------------------------------------------
 
 
-def _function_tensors(op) -> list[str]:
-    """The tensor names `op`'s traced-function attrs hold (`f_inputs`, `key_outputs`...:
-    registered list attrs whose default is empty)."""
-    names = []
+def _function_ops(op) -> list[ops.Operation]:
+    """The ops of the tensors `op`'s traced-function attrs name (`f_inputs`,
+    `key_outputs`...: registered list attrs whose default is empty); a name of no tensor
+    of the graph is left to the kernel, which fails on it as in one process."""
+    found = []
     defaults = op.op_def.attrs
     for key, value in op._attrs.items():
-        if key.endswith(FUNCTION_LIST_ATTRS) and defaults.get(key) == [] and value:
-            names.extend(v.decode() if isinstance(v, bytes) else str(v) for v in value)
-    return names
+        if not (key.endswith(FUNCTION_LIST_ATTRS) and defaults.get(key) == [] and value):
+            continue
+        for v in value:
+            try:
+                t = op.graph.get_tensor_by_name(v.decode() if isinstance(v, bytes) else str(v))
+            except (KeyError, ValueError, TypeError):
+                continue
+            found.append(t.op)
+    return found
 
 
 def encode_functions(nodes) -> bytes:
@@ -212,11 +219,7 @@ def encode_functions(nodes) -> bytes:
     placeholders of its captures, and the graph's ops it reads (a captured constant).
 
     Raises UnimplementedError for a body op whose attrs cannot cross the wire."""
-    stack = []
-    for pnode in nodes:
-        op = pnode.op
-        for name in _function_tensors(op):
-            stack.append(op.graph.get_tensor_by_name(name).op)
+    stack = [f for pnode in nodes for f in _function_ops(pnode.op)]
     if not stack:
         return b""
     seen: dict[str, ops.Operation] = {}
@@ -225,7 +228,7 @@ def encode_functions(nodes) -> bytes:
         if op.name in seen:
             continue
         seen[op.name] = op
-        stack.extend(op.graph.get_tensor_by_name(n).op for n in _function_tensors(op))
+        stack.extend(_function_ops(op))
         stack.extend(t.op for t in op.inputs)
         stack.extend(op.control_inputs)
     gd = GraphDef()
