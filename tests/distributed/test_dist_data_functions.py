@@ -4,6 +4,10 @@ bodies travel with the task's partitions and run there as nested steps
 values a session of this process gives; a dataset itself cannot cross tasks, and the
 step says so at once."""
 
+import importlib.util
+import json
+import pathlib
+
 import numpy as np
 import pytest
 from conftest import cluster_of
@@ -152,3 +156,32 @@ def test_a_function_reading_another_tasks_variable_is_refused(two_workers):
             refused = "Operation v .* on /job:worker/task:1:"
             with pytest.raises(af.errors.UnimplementedError, match=refused):
                 s.run(nxt)
+
+
+def test_tf_pipelines_run_on_a_task_with_tfs_values(two_workers):
+    # The GraphDefs TF 2.21 wrote (tests/fixtures/record_dataset_graphdef_tf.py: map,
+    # filter, interleave, scan, group_by_window... as FunctionDefs; captured feeds; files)
+    fixtures = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
+    spec = importlib.util.spec_from_file_location(
+        "record_dataset_graphdef_tf", fixtures / "record_dataset_graphdef_tf.py"
+    )
+    rec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rec)  # (TF is imported only by its record_tf)
+    ref = json.loads((rec.OUT / "ref.json").read_text())
+    got = {}
+    for case, r in sorted(ref.items()):
+        gd = af.GraphDef()
+        gd.ParseFromString((rec.OUT / f"{case}.pb").read_bytes())
+        with af.Graph().as_default() as g:
+            af.import_graph_def(gd, name="")
+            feed = {}
+            for k, v in r["feeds"].items():
+                feed[g.get_tensor_by_name(f"{k}:0")] = (
+                    [str(rec.OUT / f) for f in v] if k == "files" else v
+                )
+            nxt = [g.get_tensor_by_name(n) for n in r["next"]]
+            with af.Session(two_workers[1].target) as s:
+                if r["init"]:
+                    s.run(g.get_operation_by_name(r["init"]), feed)
+                got[case] = [[rec.plain(v) for v in vs] for vs in _drain(s, nxt)]
+    assert got == {case: r["values"] for case, r in ref.items()}
