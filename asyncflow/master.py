@@ -14,8 +14,12 @@ A OneShotIterator's dataset input matters only until the iterator exists (TF run
 `dataset_factory` once, as the iterator is made).  Once its kernel has made the iterator
 (`kernel_state["inputs_spent"]`), steps of a plan holding it run a twin plan where that
 input is fed an empty string instead: a fed tensor cuts its producer off, so the
-dataset-building ops no longer run each step.  (In-process workers only: a remote
-task's kernel states are out of the master's sight.)
+dataset-building ops no longer run each step.  A remote task's kernel states are out of
+the master's sight: there, the first step of a plan holding the op that succeeds spends
+its input (the op ran, outside control flow, so its kernel made the iterator or had it
+already), and the master remembers it for every plan of the session.  (The task keeps
+the iterator with the kernel states of the session's connection: a connection lost
+takes it along, and a later step fails with FailedPreconditionError.)
 
 Invariant: plans are cached per (feeds, fetches, targets, graph version, tracing) and
 shared by concurrent steps; a cached plan's graph stays registered until it is evicted
@@ -107,6 +111,8 @@ class Master:
         )
         self._scratch_graph = ops.Graph()  # owns the _Send/_Recv nodes partitions add
         self._kernel_states: dict[ops.Operation, dict] = {}
+        self._remote = getattr(worker, "register_partitions", None) is not None
+        self._spent_remotely: set[ops.Operation] = set()  # (the module note)
         self._lock = threading.Lock()
         self._step_counter = 0
         self._config_timeout = timeout_s(None, config)  # operation_timeout_in_ms
@@ -128,6 +134,10 @@ class Master:
         spent them (until then, `plan`)."""
         states = self._kernel_states
         for op, _ in plan.spendable:
+            if self._remote:
+                if op not in self._spent_remotely:
+                    return plan
+                continue
             st = states.get(op)
             if st is None or not st.get("inputs_spent"):
                 return plan
@@ -161,9 +171,8 @@ class Master:
         (`client`: feeds and fetches cross the step's rendezvous, for a partial run;
         `debug`: tfdbg's watches, whose debug ops join the partitions)."""
         order = partition_mod.prune(feed_tensors, elements)
-        remote = getattr(self.worker, "register_partitions", None) is not None
         spendable = None
-        if not (client or remote or debug is not None):
+        if not (client or debug is not None):
             spendable = _spendable_inputs(order, feed_tensors, elements)
         with self._lock:
             assignment = self.placer.place(order)
@@ -197,6 +206,7 @@ class Master:
             mp.client_keys = None
             mp.fed_fetches = fed_fetches
             mp.debug = dplan
+            mp.spendable = spendable
             mp.handle = register_partitions(parts, fetch_map, feed_tensors, trace)
             return mp
         plans = [
@@ -280,6 +290,8 @@ class Master:
             run = self.worker.run_graph(
                 plan.handle, self._step_counter, feed_values, options, run_metadata, step_timeout
             )
+        if self._remote and plan.spendable is not None:
+            run = self._spending(run, plan.spendable)
         if run_metadata is not None and getattr(options, "output_partition_graphs", False):
             return self._with_partition_graphs(run, plan, run_metadata)
         return run
@@ -293,6 +305,13 @@ class Master:
             )
 
         return debug_watch.run_debugged(start, plan.debug, options, step_id)
+
+    async def _spending(self, run, spendable):
+        """`run`, a step on remote tasks of a plan holding `spendable`: once it succeeds,
+        their inputs are spent (the module note)."""
+        values = await run
+        self._spent_remotely.update(op for op, _ in spendable)
+        return values
 
     @staticmethod
     async def _with_partition_graphs(run, plan, run_metadata):

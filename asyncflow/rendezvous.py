@@ -131,6 +131,9 @@ class LocalRendezvous:
         for item in list(self._table.values()):
             if isinstance(item, asyncio.Future) and not item.done():
                 item.set_exception(error)
+                # (its Recv may be dropped before it wakes, with the step: the step
+                # reports the error, so asyncio need not log it as never retrieved)
+                item.exception()
         self._table.clear()
 
     @property

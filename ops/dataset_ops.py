@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
+import itertools
 from os import cpu_count
 
 import numpy as np
@@ -486,9 +488,9 @@ def _seed_states(value: pl.DatasetValue) -> list:
 _ITER_ATTRS = {**_OUT, "shared_name": "", "container": ""}
 
 
-def _iterator_resource(ctx) -> tuple[IteratorResource, bool]:
+def _iterator_resource(ctx, name=None) -> tuple[IteratorResource, bool]:
     a = ctx.attrs
-    name = a["shared_name"] or ctx.op.name
+    name = name or a["shared_name"] or ctx.op.name
     created = []
 
     def make():
@@ -514,6 +516,7 @@ async def _iterator(ctx):
     return _handle(_iterator_resource(ctx)[0])
 
 
+_one_shot_names = itertools.count(1)
 OneShotIterator = register_op(
     "OneShotIterator",
     inputs=["dataset: string"],
@@ -531,19 +534,37 @@ async def _one_shot(ctx, dataset):
     hand out its handle.  Once it is made, the master feeds `dataset` an empty string
     (`kernel_state["inputs_spent"]`: asyncflow/master.py), so the ops building the
     dataset run once, as TF runs the `dataset_factory` once; an iterator made again
-    (its container reset) starts over the dataset first made."""
+    (its container reset) starts over the dataset first made.  The iterator's name is
+    its own to this kernel state (the session's: TF's is unique to the kernel), so the
+    sessions of a remote task each make theirs; `kernel_state["release"]` deletes it
+    (when the session's connection closes: distributed/service.py)."""
     if ctx.attrs["shared_name"]:
         raise errors.InvalidArgumentError(
             None, None, "OneShotIteratorOp does not currently support the 'shared_name' attr."
         )
     st = ctx.kernel_state
-    value = dataset[()] if isinstance(dataset, np.ndarray) and dataset.shape == () else dataset
-    ds = value if isinstance(value, pl.DatasetValue) else st.get("dataset")
-    if ds is None:
-        ds = _ds(dataset)  # (InvalidArgumentError: not a dataset)
-    it, created = _iterator_resource(ctx)
+    name = st.get("iterator_name")
+    if name is None:
+        name = st["iterator_name"] = f"_{next(_one_shot_names)}_{ctx.op.name}"
+    it, created = _iterator_resource(ctx, name)
     if created:
+        mgr = ctx.resource_mgr(it.container)
+        st["release"] = functools.partial(mgr.delete, it.container, it.name)
         try:
+            value = (
+                dataset[()] if isinstance(dataset, np.ndarray) and dataset.shape == () else dataset
+            )
+            ds = value if isinstance(value, pl.DatasetValue) else st.get("dataset")
+            if ds is None and isinstance(value, bytes | str) and not value:
+                raise errors.FailedPreconditionError(  # (the master fed the spent input)
+                    None,
+                    None,
+                    "The one-shot iterator's dataset was made by an earlier step and this "
+                    "kernel's state is gone (a lost connection to the task): make a new "
+                    "session",
+                )
+            if ds is None:
+                ds = _ds(dataset)  # (InvalidArgumentError: not a dataset)
             await it.start(ds, pl.Env(ctx.session))
         except BaseException:
             ctx.resource_mgr(it.container).delete(it.container, it.name)  # (made anew next)

@@ -175,6 +175,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lowering",
             "debug_watch",
             "distributed.graph_codec",
+            "distributed.task_functions",
             "distributed.service",
         ),
     ),

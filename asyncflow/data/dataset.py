@@ -20,7 +20,7 @@ import numpy as np
 
 from asyncflow import dtypes, nest, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.data import extension_elements, ragged_batch, resampling, saving
+from asyncflow.data import extension_elements, one_shot, ragged_batch, resampling, saving
 from asyncflow.data.structure import (
     _component_attrs,
     _DatasetSpec,
@@ -122,6 +122,8 @@ class _Traced:
     results of an earlier traced function: two maps fused into one call)."""
 
     def __init__(self, fn, structure, name, after: _Traced | None = None):
+        graph = ops.get_default_graph()
+        first_id = graph.version
         with ops.name_scope(name), ops.control_dependencies(None):
             if after is None:
                 specs = _flat(structure)
@@ -148,6 +150,7 @@ class _Traced:
                 self.outputs = [out._variant]
             else:
                 self.outputs = _to_components(_flat(out))
+        one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
         self.captures = dataset_ops.external_placeholders(self.outputs, self.inputs)
 
     def op_inputs(self):

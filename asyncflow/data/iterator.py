@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from asyncflow import dtypes, nest, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.data.one_shot import check_capturable
 from asyncflow.data.optional import Optional, element_spec_of
 from asyncflow.data.structure import (
     _component_attrs,
@@ -59,6 +60,7 @@ class Iterator:
 
     @staticmethod
     def _one_shot(dataset) -> Iterator:
+        check_capturable(dataset._variant.op)  # (TF's ValueError, before any op is made)
         attrs = _attrs(dataset._structure)
         attrs["container"] = getattr(ops.get_default_graph(), "_container", "") or ""
         handle = ops.apply_op(

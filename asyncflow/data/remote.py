@@ -117,6 +117,8 @@ def _subgraph(op) -> list | None:
     """The ops (the dataset ops below `op` and their functions' bodies) a worker needs
     to build `op`'s input dataset, or None when one of them is not pure and CPU-bound."""
     g = op.graph
+    if g._ops_by_name.get(op.name) is not op:  # (a remote task's partition op: detached,
+        return None  # its pipeline is in no graph to send: distributed/graph_codec.py)
     root = op.inputs[0].op
     seen: dict = {}
     fn_inputs: set = set()

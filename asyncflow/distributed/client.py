@@ -36,7 +36,7 @@ import numpy as np
 from asyncflow import device_spec, errors
 from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import ClusterSpec, split_address
-from asyncflow.distributed.graph_codec import encode_partition
+from asyncflow.distributed.graph_codec import encode_functions, encode_partition
 from asyncflow.graph_io import attr_value
 from asyncflow.protos.cost_graph_pb2 import CostGraphDef
 from asyncflow.protos.step_stats_pb2 import StepStats
@@ -223,6 +223,10 @@ class ClusterWorker:
             }
             if trace:
                 t.meta["tr"] = 1
+            functions = encode_functions([n for p in tparts for n in p.nodes])
+            if functions:  # (tf.data functions' bodies: the last blob)
+                t.meta["fn"] = 1
+                blobs.append(np.frombuffer(functions, np.uint8))
             t.tensors = blobs
             t.feed_ids = feed_ids
             t.fetch_ids = fetch_ids

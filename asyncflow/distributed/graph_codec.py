@@ -7,20 +7,29 @@ written by position, not name ("#3:0" is output 0 of node 3, "^#3" a control edg
 unique names; its output dtypes and reference flags travel in private attrs
 ("_af_out", "_af_ref") so a node is rebuilt without shape inference.
 
-Invariant: decoding only builds detached Operations of registered op types with
-attrs decoded by graph_io; nothing from the wire is evaluated.
+A tf.data op's traced functions are ops of the client's graph that no partition holds
+(the op names their tensors in attrs: ops/dataset_ops.py), so a task's partitions travel
+with one more GraphDef, `encode_functions`: those bodies, nodes named as in the client's
+graph.  The task imports it into a graph of its own (`decode_functions`) and decodes the
+partitions' ops as detached ops of that graph, so a kernel finds its function's tensors
+by name in `ctx.op.graph`, as in one process.
+
+Invariant: decoding only builds Operations of registered op types with attrs decoded by
+graph_io (detached ones for the partitions, imported ones for the function bodies);
+nothing from the wire is evaluated.
 """
 
 from __future__ import annotations
 
 from asyncflow import errors
 from asyncflow import graph as ops
-from asyncflow.graph_io import attr_value, decode_attr
+from asyncflow.dataset_functions import FUNCTION_LIST_ATTRS
+from asyncflow.graph_io import attr_value, decode_attr, import_graph_def, node_def
 from asyncflow.partition import PNode
 from asyncflow.protos.graph_pb2 import GraphDef
 from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
 
-__all__ = ["decode_partition", "encode_partition"]
+__all__ = ["decode_functions", "decode_partition", "encode_functions", "encode_partition"]
 
 MAX_NODES = 1 << 22
 
@@ -85,9 +94,12 @@ def _ref(text: str, n: int) -> tuple:
     raise errors.InvalidArgumentError(None, None, f"Malformed partition input {text!r}")
 
 
-def decode_partition(data: bytes, devices: dict, num_feeds: int, feed_dtypes: list):
+def decode_partition(
+    data: bytes, devices: dict, num_feeds: int, feed_dtypes: list, graph: ops.Graph | None = None
+):
     """The PNodes of one partition from `encode_partition`'s bytes; `devices` maps
-    device names to this task's devices.
+    device names to this task's devices; `graph`: the one its ops belong to (detached:
+    not found by name in it), the functions' graph from `decode_functions` if any.
 
     Raises InvalidArgumentError for a malformed partition, an unknown op type or a
     device this task does not have."""
@@ -99,7 +111,7 @@ def decode_partition(data: bytes, devices: dict, num_feeds: int, feed_dtypes: li
     n = len(gd.node)
     if n > MAX_NODES:
         raise errors.InvalidArgumentError(None, None, f"Partition too large ({n} nodes)")
-    graph = ops.Graph()
+    graph = ops.Graph() if graph is None else graph
     feed_ops: dict[int, ops.Operation] = {}
     nodes: list[PNode] = []
     for nd in gd.node:  # the nodes first: inputs may refer forward (appended _Recvs)
@@ -176,3 +188,87 @@ def decode_attr_type(enum: int):
         return decode_attr(av)
     except (KeyError, ValueError):
         raise errors.InvalidArgumentError(None, None, f"Unknown dtype enum {enum}") from None
+
+
+# -- tf.data functions -------------------------------------------------------------------
+
+
+def _function_ops(op) -> list[ops.Operation]:
+    """The ops of the tensors `op`'s traced-function attrs name (`f_inputs`,
+    `key_outputs`...: registered list attrs whose default is empty); a name of no tensor
+    of the graph is left to the kernel, which fails on it as in one process."""
+    found = []
+    defaults = op.op_def.attrs
+    for key, value in op._attrs.items():
+        if not (key.endswith(FUNCTION_LIST_ATTRS) and defaults.get(key) == [] and value):
+            continue
+        for v in value:
+            try:
+                t = op.graph.get_tensor_by_name(v.decode() if isinstance(v, bytes) else str(v))
+            except (KeyError, ValueError, TypeError):
+                continue
+            found.append(t.op)
+    return found
+
+
+def encode_functions(nodes) -> bytes:
+    """The bodies of the traced functions the ops of `nodes` (PNodes) call, as GraphDef
+    bytes in asyncflow's form (nodes named as in the client's graph; functions called
+    inside bodies included); b"" when they call none.  A body is every op its results
+    depend on, as a nested step of a session prunes it: its argument placeholders, the
+    placeholders of its captures, and the graph's ops it reads (a captured constant).
+
+    Raises UnimplementedError for a body op whose attrs cannot cross the wire."""
+    stack = [f for pnode in nodes for f in _function_ops(pnode.op)]
+    if not stack:
+        return b""
+    seen: dict[str, ops.Operation] = {}
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen[op.name] = op
+        stack.extend(_function_ops(op))
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    gd = GraphDef()
+    for op in sorted(seen.values(), key=lambda o: o._id):
+        try:
+            nd = node_def(op, gd.node.add())
+        except TypeError as e:
+            raise errors.UnimplementedError(
+                None, op, f"Operation {op.name} ({op.type}), in a dataset function, cannot "
+                f"run on a remote task: {e}"
+            ) from None  # fmt: skip
+        if "_class" in nd.attr:  # (colocation with an op left behind: dropped)
+            groups = [g for g in nd.attr["_class"].list.s if g[5:].decode() in seen]
+            del nd.attr["_class"]
+            if groups:
+                nd.attr["_class"].list.s.extend(groups)
+    return gd.SerializeToString()
+
+
+def decode_functions(data: bytes) -> ops.Graph:
+    """A graph of the function bodies `encode_functions` wrote.
+
+    Raises InvalidArgumentError for a malformed or too large GraphDef, or one that does
+    not import (an unknown op type, a missing input)."""
+    gd = GraphDef()
+    try:
+        gd.ParseFromString(bytes(data))
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
+        raise errors.InvalidArgumentError(None, None, f"Malformed functions: {e}") from None
+    if len(gd.node) > MAX_NODES:
+        raise errors.InvalidArgumentError(
+            None, None, f"Functions too large ({len(gd.node)} nodes)"
+        )
+    graph = ops.Graph()
+    try:
+        with graph.as_default():
+            import_graph_def(gd, name="")
+    except (ValueError, TypeError, errors.OpError) as e:
+        msg = getattr(e, "message", None) or str(e)
+        raise errors.InvalidArgumentError(
+            None, None, f"The dataset functions do not import on this task: {msg}"
+        ) from None
+    return graph

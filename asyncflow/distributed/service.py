@@ -4,7 +4,9 @@ The architecture guide's worker service, serving the wire protocol (`wire.py`) o
 event loop.  A master (in a client's process) registers each (feeds, fetches)
 combination's partitions for this task once per connection (REGISTER: GraphDefs this
 service lowers with the compiler into plans, kept by a `LocalWorker`); a step is one
-RUN message carrying the task's feeds and answered with its fetches.
+RUN message carrying the task's feeds and answered with its fetches.  The tf.data
+functions the partitions' ops call come along as one more GraphDef (graph_codec); the
+connection's `TaskFunctions` runs them as nested steps, the kernels' `ctx.session`.
 
 Tensors cross tasks by push: a _Send whose _Recv lives on another task writes a PUSH
 frame (step id, rendezvous key, tensor) on this task's link to that one; the receiving
@@ -34,7 +36,8 @@ from asyncflow import device_spec, errors
 from asyncflow.config import RunMetadata, RunOptions
 from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import ClusterSpec, split_address
-from asyncflow.distributed.graph_codec import decode_attr_type, decode_partition
+from asyncflow.distributed.graph_codec import decode_attr_type, decode_functions, decode_partition
+from asyncflow.distributed.task_functions import TaskFunctions
 from asyncflow.kernel_api import in_quiet_step, quiet_step
 from asyncflow.lowering import compile_control_flow, compile_plan
 from asyncflow.ops import collective_ops
@@ -51,12 +54,13 @@ _COLLECTIVE_STEP = -1  # the step id of collective frames, which belong to no on
 class _ClientState:
     """What a connection from a master owns here."""
 
-    __slots__ = ("graphs", "steps", "kernel_states")
+    __slots__ = ("graphs", "steps", "kernel_states", "functions")
 
     def __init__(self):
         self.graphs: dict[int, object] = {}  # handle -> RegisteredGraph or its error
         self.steps: set[int] = set()
         self.kernel_states: dict[str, dict] = {}
+        self.functions: TaskFunctions | None = None  # (tf.data functions' nested steps)
 
 
 class StepRendezvous:
@@ -108,6 +112,9 @@ class PeerLink:
         if conn is not None and conn.closed is None:
             conn.send(wire.PUSH, 0, {"s": step_id, "k": key}, [value])
             return
+        # A value no frame can carry fails the _Send now, as on a link that is up (sent
+        # later, its error would reach no step, and the _Recv would wait for good).
+        wire.encode_tensors([value])
         if self.pending is None:
             self.pending = []
             asyncio.ensure_future(self._connect())
@@ -136,7 +143,10 @@ class PeerLink:
         self.conn.state = _ClientState()
         pending, self.pending = self.pending or [], None
         for step_id, key, value in pending:
-            self.conn.send(wire.PUSH, 0, {"s": step_id, "k": key}, [value])
+            try:
+                self.conn.send(wire.PUSH, 0, {"s": step_id, "k": key}, [value])
+            except errors.OpError as e:  # (too large, or the link lost meanwhile)
+                self.service.fail_step(step_id, e)
 
     def _lost(self, conn, error) -> None:
         if conn is self.conn:
@@ -201,6 +211,12 @@ class TaskService:
             reg = st.graphs.pop(h)
             if isinstance(reg, int):
                 self.worker.deregister_graph(reg)
+        for ks in st.kernel_states.values():  # (resources of the session's own: one-shot
+            release = ks.pop("release", None)  # iterators, ops/dataset_ops.py)
+            if release is not None:
+                release()
+        if st.functions is not None:
+            st.functions.close(err)
 
     def close(self) -> None:
         if self._sweeper is not None:
@@ -295,6 +311,12 @@ class TaskService:
         if not isinstance(parts, list) or not isinstance(feeds, list):
             raise wire._bad("registration")
         blobs = wire.decode_tensors(meta.get("t", []), payload)
+        fn_graph = session = None
+        if meta.get("fn") == 1 and blobs:  # tf.data functions' bodies (graph_codec)
+            fn_graph = decode_functions(blobs.pop())
+            if state.functions is None:
+                state.functions = TaskFunctions(self.devices, self.name)
+            session = state.functions  # (what the kernels call their functions through)
         if len(blobs) != len(parts):
             raise wire._bad("registration")
         feed_dtypes = [decode_attr_type(e) for e in feeds]
@@ -315,9 +337,11 @@ class TaskService:
         for spec, blob in zip(parts, blobs):
             if not isinstance(spec, list):
                 raise wire._bad("partition")
-            nodes = decode_partition(blob, self.by_name, len(feeds), feed_dtypes)
+            nodes = decode_partition(blob, self.by_name, len(feeds), feed_dtypes, fn_graph)
             fetches = [_fetch_spec(f, len(nodes), len(feeds)) for f in spec]
-            plans.append(compile_plan(None, nodes, len(feeds), fetches, kernel_state_for, trace))
+            plans.append(
+                compile_plan(session, nodes, len(feeds), fetches, kernel_state_for, trace)
+            )
         if len(plans) > 1 and any(pl.has_cf for pl in plans):
             for pl in plans:
                 if not pl.has_cf:
