@@ -93,3 +93,14 @@ def test_keyword_reference_to_an_unknown_layer(session):
     mha["inbound_nodes"][0][0][3]["value"] = ["nowhere", 0, 0]
     with pytest.raises(ValueError, match="unknown layer 'nowhere'"):
         K.models.model_from_json(json.dumps(bad))
+
+
+@pytest.mark.parametrize("suffix", [".h5", ""])
+def test_saved_and_loaded_back(session, tmp_path, suffix):
+    """asyncflow's own h5 file and SavedModel of MHA(x, y, y) load back and predict."""
+    del session
+    model = cases.build(K, "qvk")
+    path = str(tmp_path / f"m{suffix}")
+    model.save(path)
+    back = K.models.load_model(path, compile=False)
+    _close(back.predict(cases.feeds("qvk")), RECORDED["qvk"]["predict"])
