@@ -98,6 +98,14 @@ def is_trackable(value) -> bool:
     return hasattr(value, "_trackable_children") or _registered(value) is not None
 
 
+def legacy_children_of(obj) -> list[tuple[str, object]]:
+    """The children an older asyncflow gave `obj` in checkpoints where they differ from
+    its children now (a Keras layer holding layers): restores match a checkpoint's key
+    against these when `obj`'s children lack it."""
+    legacy = getattr(obj, "_legacy_trackable_children", None)
+    return list(legacy()) if legacy is not None else []
+
+
 def children_of(obj) -> list[tuple[str, object]]:
     """The named children of `obj` in TF's order.
 

@@ -217,3 +217,39 @@ def test_bidirectional_builds_its_layers_as_tf():
 @pytest.mark.parametrize("name", sorted(cases.DOT_CASES))
 def test_model_to_dot_nested_matches_tf(name):
     assert cases.describe_dot(tf, name) == RECORDED["dot"][name]
+
+
+def _old_checkpoint_model():
+    """keras_old_ckpt_make's model, and the values its checkpoints hold."""
+    import keras_old_ckpt_make as old  # noqa: PLC0415
+
+    model = old.build()
+    return model, [np.asarray(v) for v in old.fill(old.build())]
+
+
+def test_load_weights_of_a_checkpoint_in_the_old_layout(session, tmp_path):
+    # keras_old_ckpt/weights: save_weights by asyncflow before b237f74, which keyed an
+    # RNN's, a TimeDistributed's and a custom layer's weights under the layer itself
+    # ("layer_with_weights-0/kernel"); they restore by those keys.
+    model, want = _old_checkpoint_model()
+    names = [n for n, _ in tf.train.list_variables(str(FIXTURES / "keras_old_ckpt/weights"))]
+    assert "layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE" in names
+    status = model.load_weights(str(FIXTURES / "keras_old_ckpt/weights"))
+    status.assert_consumed()
+    for got, w in zip(model.get_weights(), want, strict=True):
+        np.testing.assert_array_equal(got, w)
+    # Saved again, they take Keras' keys.
+    model.save_weights(str(tmp_path / "w"))
+    names = [n for n, _ in tf.train.list_variables(str(tmp_path / "w"))]
+    assert "layer_with_weights-0/cell/kernel/.ATTRIBUTES/VARIABLE_VALUE" in names
+    assert "layer_with_weights-4/inner/kernel/.ATTRIBUTES/VARIABLE_VALUE" in names
+
+
+def test_checkpoint_restore_of_the_old_layout(session):
+    """tf.train.Checkpoint(model=...) of keras_old_ckpt/tckpt (old keys) restores."""
+    del session
+    model, want = _old_checkpoint_model()
+    status = tf.train.Checkpoint(model=model).restore(str(FIXTURES / "keras_old_ckpt/tckpt"))
+    status.assert_nontrivial_match().run_restore_ops()
+    for got, w in zip(model.get_weights(), want, strict=True):
+        np.testing.assert_array_equal(got, w)

@@ -15,6 +15,7 @@ each in creation order, as Keras lists them (get_weights/set_weights use that or
 
 from __future__ import annotations
 
+import collections
 import inspect
 import re
 
@@ -314,6 +315,18 @@ class Layer:
             return [(w.op.name.split("/")[-1], w) for w in self.weights]
         own = list(self._trainable_weights) + list(self._non_trainable_weights)
         return [(w.op.name.split("/")[-1], w) for w in own] + named
+
+    def _legacy_trackable_children(self) -> list:
+        """The children asyncflow gave a layer holding layers before it keyed them as
+        Keras does: every weight, its sublayers' too, under its short name (an RNN's
+        "kernel" beside its "cell"); a name two weights share is left out (those
+        checkpoints failed to write). Checkpoint restores fall back on these for a key
+        the layer's children lack, so checkpoints written then still load."""
+        if not self._sublayers():
+            return []
+        pairs = [(w.op.name.split("/")[-1], w) for w in self.weights]
+        counts = collections.Counter(name for name, _ in pairs)
+        return [(name, w) for name, w in pairs if counts[name] == 1]
 
     def _named_sublayers(self):
         """(attribute, sublayer or list of sublayers) for each attribute of the layer that

@@ -273,10 +273,13 @@ class MultiHeadAttention(Layer):
         self._query_shape = self._key_shape = self._value_shape = None
         self._built_from_signature = False
 
+    # The inputs after the query, which configs write as keyword tensors, as Keras does.
+    _tensor_keywords = ("value", "key")
+
     def __call__(self, query, value=None, key=None, **kwargs):
         # Keras passes value (and key) as call arguments; asyncflow's base records the
-        # node on the first positional input, so the three go in as one list (and a
-        # model rebuilt from its config calls the layer on that list).
+        # node on the first positional input, so the three go in as one list (a config
+        # writes them back as Keras does, value and key by keyword).
         if value is None and isinstance(query, (list, tuple)):
             query, value, key = (list(query) + [None])[:3]
         inputs = [query, value] if key is None else [query, value, key]

@@ -75,9 +75,15 @@ def network_config(model) -> dict:
                 if id(node) not in in_model:
                     continue
                 kwargs = plain(dict(node.arguments))
-                nodes.append(
-                    [_tensor_ref(t, kept) + [kwargs] for t in nest.flatten(node.input_tensors)]
-                )
+                inputs = nest.flatten(node.input_tensors)
+                keywords = getattr(layer, "_tensor_keywords", ())
+                if keywords and isinstance(node.input_tensors, (list, tuple)):
+                    # Keras writes the tensors given by keyword (MultiHeadAttention's
+                    # value and key) as references among the first input's arguments.
+                    for word, t in zip(keywords, inputs[1:], strict=False):
+                        kwargs[word] = _tensor_ref(t, kept)
+                    inputs = inputs[:1]
+                nodes.append([_tensor_ref(t, kept) + [kwargs] for t in inputs])
         entry = serialize_keras_object(layer)
         entry["name"] = layer.name
         entry["inbound_nodes"] = nodes
@@ -91,19 +97,45 @@ def network_config(model) -> dict:
     }
 
 
+def _is_tensor_ref(value) -> bool:
+    """Whether an argument in a config's node is a reference to a tensor given by
+    keyword: [layer name, node index, tensor index]."""
+    return (
+        isinstance(value, (list, tuple))
+        and len(value) == 3
+        and isinstance(value[0], str)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value[1:])
+    )
+
+
+def _made_tensor(ref, created):
+    """The tensor a reference names, or None when its layer has not made it yet."""
+    name, node_index, tensor_index = ref[0], ref[1], ref[2]
+    inbound = created.get(name)
+    if inbound is None:
+        raise ValueError(f"The model config refers to an unknown layer {name!r}")
+    node_index -= first_node_offset(inbound)
+    if len(inbound._inbound_nodes) <= node_index:
+        return None
+    return nest.flatten(inbound._inbound_nodes[node_index].output_tensors)[tensor_index]
+
+
 def _call_node(layer, node_data, created) -> bool:
     """Replay one call of `layer`; False when an input is not made yet."""
     inputs, kwargs = [], {}
     for ref in node_data:
-        name, node_index, tensor_index = ref[0], ref[1], ref[2]
         if len(ref) > 3 and ref[3]:
             kwargs = dict(ref[3])
-        inbound = created[name]
-        node_index -= first_node_offset(inbound)
-        if len(inbound._inbound_nodes) <= node_index:
+        tensor = _made_tensor(ref, created)
+        if tensor is None:
             return False
-        outputs = nest.flatten(inbound._inbound_nodes[node_index].output_tensors)
-        inputs.append(outputs[tensor_index])
+        inputs.append(tensor)
+    for word, value in kwargs.items():
+        if _is_tensor_ref(value):
+            tensor = _made_tensor(value, created)
+            if tensor is None:
+                return False
+            kwargs[word] = tensor
     layer(inputs[0] if len(inputs) == 1 else inputs, **kwargs)
     return True
 

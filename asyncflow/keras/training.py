@@ -642,6 +642,10 @@ class Model(Network):
         with_weights = [layer for layer in self.layers if layer.weights]
         return [(f"layer_with_weights-{k}", layer) for k, layer in enumerate(with_weights)]
 
+    def _legacy_trackable_children(self) -> list:
+        """Nothing: a model's checkpoint children have not changed."""
+        return []
+
     def save(self, filepath, overwrite=True, save_format=None, **kwargs) -> None:
         """Save the whole model (config, weights, training config, optimizer state) as
         Keras' HDF5 file (keras/saving_hdf5.py), for a `.keras` path as Keras' v3

@@ -244,8 +244,14 @@ class CheckpointLoadStatus(_Status):
         while queue:
             nid = queue.popleft()
             kids = dict(trackable.children_of(matched[nid]))
+            legacy = None
             for ref in nodes[nid].children:
                 child = kids.get(ref.local_name)
+                if child is None:
+                    # A key of an older asyncflow's layout (a Keras RNN's "kernel").
+                    if legacy is None:
+                        legacy = dict(trackable.legacy_children_of(matched[nid]))
+                    child = legacy.get(ref.local_name)
                 if child is not None and ref.node_id not in matched:
                     matched[ref.node_id] = child
                     queue.append(ref.node_id)
