@@ -74,6 +74,19 @@ _one_fns: dict = {}  # dtype -> MKL's cblas ?gemm (64-bit integers), on its sequ
 _ONE_ADDRESSES: dict = {}  # dtype -> its address, for the compiled calls
 
 
+def _typed(pairs) -> dict:
+    """{dtype: cblas ?gemm with 64-bit integers, its ctypes signature set} of
+    (dtype, function, scalar type) triples."""
+    i64, ptr, enum = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    out = {}
+    for dtype, fn, scalar in pairs:
+        fn.restype = None
+        fn.argtypes = [enum, enum, enum, i64, i64, i64, scalar, ptr, i64, ptr, i64]
+        fn.argtypes += [scalar, ptr, i64]
+        out[dtype] = fn
+    return out
+
+
 def _load_mkl() -> None:
     """MKL's cblas on its sequential layer, where the `mkl` package put its runtime
     library beside this Python's."""
@@ -90,12 +103,7 @@ def _load_mkl() -> None:
         layer.restype, layer.argtypes = ctypes.c_int, [ctypes.c_int]
         if layer(_MKL_SEQUENTIAL) != _MKL_SEQUENTIAL:  # (another user chose a layer first)
             continue
-        i64, ptr, enum = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-        for dtype, fn, scalar in pairs:
-            fn.restype = None
-            fn.argtypes = [enum, enum, enum, i64, i64, i64, scalar, ptr, i64, ptr, i64]
-            fn.argtypes += [scalar, ptr, i64]
-            _one_fns[dtype] = fn
+        _one_fns.update(_typed(pairs))
         return
 
 
@@ -120,12 +128,7 @@ def _load() -> None:
             )
         except (OSError, AttributeError):
             continue
-        i64, ptr, enum = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-        for dtype, fn, scalar in pairs:
-            fn.restype = None
-            fn.argtypes = [enum, enum, enum, i64, i64, i64, scalar, ptr, i64, ptr, i64]
-            fn.argtypes += [scalar, ptr, i64]
-            _fns[dtype] = fn
+        _fns.update(_typed(pairs))
         if _WANT != "openblas":
             _load_mkl()
         if os.environ.get("ASYNCFLOW_GEMM_BATCH", "") not in ("", "1"):
@@ -134,7 +137,9 @@ def _load() -> None:
                             (np.float64, "scipy_cblas_dgemm_batch64_")):  # fmt: skip
             fn = getattr(lib, name, None)
             if fn is not None:
-                fn.restype, fn.argtypes = None, [enum] + [ptr] * 13 + [i64, ptr]
+                ptr = ctypes.c_void_p
+                fn.restype = None
+                fn.argtypes = [ctypes.c_int] + [ptr] * 13 + [ctypes.c_int64, ptr]
                 _batch_fns[np.dtype(dtype)] = fn
         return
 
