@@ -1,4 +1,5 @@
-"""GEMM with accumulation (C = alpha * op(A) @ op(B) + beta * C), from NumPy's own BLAS.
+"""GEMM with accumulation (C = alpha * op(A) @ op(B) + beta * C), from NumPy's own BLAS
+(and Intel MKL's for calls on one thread, where the `mkl` extra is installed: below).
 
 `np.matmul` always writes a fresh product, so `var -= lr * (a.T @ g)` costs a product
 array, a scaled copy and a subtraction pass over memory.  BLAS's gemm does it in one
@@ -65,9 +66,10 @@ _batch_fns: dict = {}  # dtype -> cblas_?gemm_batch (OpenBLAS 0.3.30 and later)
 # against ASYNCFLOW_BLAS=openblas, 3 rounds): gan 1.11x, vae 1.07x, autoencoder 1.14x,
 # mlp 1.19x, lstm_static 1.26x faster.  MKL only, for every call, lost on lstm_static
 # (0.83x) and the VAE (0.95x): their products gained more from OpenBLAS's two threads.
-# MKL's gemm (Intel's, the `mkl` extra: `pip install asyncflow[mkl]`) for the calls the
-# CPU budget gives one thread, where its runtime is installed; ASYNCFLOW_BLAS=openblas:
-# NumPy's OpenBLAS for every call (see "MKL for one thread" below).
+# MKL is used where the `mkl` extra installed its runtime (`pip install asyncflow[mkl]`);
+# ASYNCFLOW_BLAS=openblas: NumPy's OpenBLAS for every call.  A kind of call whose
+# measured choice flips between one thread and several also flips library, so its last
+# bits may differ between runs (as between OpenBLAS's one and two threads before).
 _WANT = os.environ.get("ASYNCFLOW_BLAS", "").strip().lower()
 _MKL_SEQUENTIAL = 1  # MKL_THREADING_SEQUENTIAL (mkl_service.h)
 _one_fns: dict = {}  # dtype -> MKL's cblas ?gemm (64-bit integers), on its sequential layer
