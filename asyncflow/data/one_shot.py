@@ -93,7 +93,7 @@ _STATEFUL_IN_TF = frozenset(
 )
 # Stateful ops TF's one-shot iterator copies anyway: the tf.data service's counter.
 _ALLOWED = frozenset({"DummyIterationCounter"})
-_MAKES_DATASET = re.compile(r"Datasets?(V\d+)?$")
+_MAKES_DATASET = re.compile(r"Datasets?(V\d+)?$|DatasetReader$")
 _PLACEHOLDERS = ("Placeholder", "PlaceholderV2")
 # graph -> [(first, last)]: the op ids each dataset function's trace made (note_traced).
 _traced_spans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
