@@ -42,7 +42,7 @@ from asyncflow.executor import (
 from asyncflow.frames import ENTER, EXIT, NEXT_ITER, compile_loops
 from asyncflow.ops import reader_ops
 
-__all__ = ["PLAN_PASSES", "compile_plan", "compile_control_flow"]
+__all__ = ["PLAN_PASSES", "compile_control_flow", "compile_partitions", "compile_plan"]
 
 # ASYNCFLOW_COMPILED_LOOPS=0 runs every loop on the general frame executor.
 _NO_COMPILED_LOOPS = os.environ.get("ASYNCFLOW_COMPILED_LOOPS", "1") == "0"
@@ -297,6 +297,23 @@ def _constant_kernel(value) -> Callable:
         return value
 
     return kernel
+
+
+def compile_partitions(
+    session, parts, num_feeds: int, kernel_state_for, track_memory=False
+) -> list[Plan]:
+    """`compile_plan` of each partition of one step (`partition.Partition`s); where
+    any has control flow and there are several, every one understands dead values,
+    which may cross devices."""
+    plans = [
+        compile_plan(session, p.nodes, num_feeds, p.fetches, kernel_state_for, track_memory)
+        for p in parts
+    ]
+    if len(plans) > 1 and any(pl.has_cf for pl in plans):
+        for pl in plans:
+            if not pl.has_cf:
+                compile_control_flow(pl, pl.pnodes, force=True)
+    return plans
 
 
 def compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:

@@ -37,7 +37,7 @@ from asyncflow import debug_watch, errors
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.graph_passes import run_graph_passes
-from asyncflow.lowering import compile_control_flow, compile_plan
+from asyncflow.lowering import compile_partitions
 from asyncflow.placement import Placer
 from asyncflow.rendezvous import LocalRendezvous
 from asyncflow.worker import RegisteredGraph, timeout_s
@@ -209,22 +209,13 @@ class Master:
             mp.spendable = spendable
             mp.handle = register_partitions(parts, fetch_map, feed_tensors, trace)
             return mp
-        plans = [
-            compile_plan(
-                self._session,
-                p.nodes,
-                0 if client else len(feed_tensors),
-                p.fetches,
-                self._kernel_state_for,
-                trace,
-            )
-            for p in parts
-        ]
-        if len(plans) > 1 and any(pl.has_cf for pl in plans):
-            # Dead values may cross devices: every partition must understand them.
-            for pl in plans:
-                if not pl.has_cf:
-                    compile_control_flow(pl, pl.pnodes, force=True)
+        plans = compile_partitions(
+            self._session,
+            parts,
+            0 if client else len(feed_tensors),
+            self._kernel_state_for,
+            trace,
+        )
         index = {id(p): i for i, p in enumerate(parts)}
         mp = MasterPlan()
         mp.spendable = spendable

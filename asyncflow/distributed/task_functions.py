@@ -20,7 +20,7 @@ from asyncflow import device_spec, errors
 from asyncflow import graph as ops
 from asyncflow import partition as partition_mod
 from asyncflow.graph_passes import run_graph_passes
-from asyncflow.lowering import compile_control_flow, compile_plan
+from asyncflow.lowering import compile_partitions
 from asyncflow.placement import Placer
 from asyncflow.worker import LocalWorker, RegisteredGraph
 
@@ -78,14 +78,7 @@ class TaskFunctions:
                 p.device = self.worker.devices[0]
         for p in parts:
             run_graph_passes(p, self._scratch_graph)
-        plans = [
-            compile_plan(self, p.nodes, len(feeds), p.fetches, self._kernel_state_for)
-            for p in parts
-        ]
-        if len(plans) > 1 and any(pl.has_cf for pl in plans):
-            for pl in plans:
-                if not pl.has_cf:
-                    compile_control_flow(pl, pl.pnodes, force=True)
+        plans = compile_partitions(self, parts, len(feeds), self._kernel_state_for)
         index = {id(p): i for i, p in enumerate(parts)}
         plan = _Plan()
         fed = {t: i for i, t in enumerate(feeds)}
