@@ -117,3 +117,26 @@ def test_function_bodies_are_imported_once_per_session(ps_worker, monkeypatch):
             s.run([it.initializer, other], {k: 3})  # registration 2: the same bodies
             assert [int(s.run(nxt)) for _ in range(3)] == [0, 3, 6]
         assert len(imports) == 1
+
+
+def test_a_lost_state_task_fails_the_call_at_once():
+    # The ps task gone between two elements: the split step fails (UnavailableError),
+    # its half here is aborted rather than left waiting for the other's tensors.
+    cluster = cluster_of(ps=1, worker=1)
+    ps, worker = (af.train.Server(cluster, job, 0) for job in ("ps", "worker"))
+    try:
+        with af.Graph().as_default():
+            v = cases._var(af, True, name="lost")
+            with af.device(cases.WORKER):
+                ds = af.data.Dataset.range(5).map(lambda x: x + v)
+                it = af.data.make_initializable_iterator(ds)
+                nxt = it.get_next()
+            with af.Session(worker.target, config=_config("shared_devices")) as s:
+                s.run([v.initializer, it.initializer])
+                assert s.run(nxt) == 5
+                ps.stop()
+                with pytest.raises(af.errors.UnavailableError):
+                    s.run(nxt)
+    finally:
+        worker.stop()
+        ps.stop()
