@@ -477,11 +477,13 @@ class TaskService:
                     conn.send(wire.ERROR, rid, wire.encode_error(e))
         finally:
             st.steps.discard(step_id)
-            self._end_step(step_id, None)
+            self.end_step(step_id, None)
             if self._idle is not None and not self.busy:
                 self._idle.set()
 
-    def _end_step(self, step_id: int, error) -> None:
+    def end_step(self, step_id: int, error) -> None:
+        """`step_id` ended here (with `error`, if aborted): its rendezvous goes; a late
+        PUSH or RUN of it finds it finished."""
         self._rendezvous.pop(step_id, None)
         fin = self._finished
         if step_id not in fin or error is not None:
@@ -496,7 +498,7 @@ class TaskService:
         if rv is not None:
             rv.abort(error)
         if self.worker._step_ids.get(step_id) is None:
-            self._end_step(step_id, error)
+            self.end_step(step_id, error)
 
     def _deliver(self, meta, payload) -> None:
         step_id, key = meta.get("s"), meta.get("k")

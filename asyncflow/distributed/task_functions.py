@@ -45,7 +45,7 @@ _STEP_MASK = (1 << 62) - 1
 
 
 class _Plan:
-    __slots__ = ("handle", "fed_fetches", "remote", "local_fetches", "num_fetches")
+    __slots__ = ("handle", "fed_fetches", "remote", "local_fetches")
 
 
 class TaskFunctions:
@@ -117,7 +117,6 @@ class TaskFunctions:
         plan = _Plan()
         fed = {t: i for i, t in enumerate(feeds)}
         plan.fed_fetches = tuple((k, fed[t]) for k, t in enumerate(fetches) if t in fed)
-        plan.num_fetches = len(fetches)
         index = {id(p): i for i, p in enumerate(local)}
         local_map = [(k, index[id(p)], j) for k, (p, j) in enumerate(fetch_map) if id(p) in index]
         plan.local_fetches = [k for k, _, _ in local_map]
@@ -131,10 +130,7 @@ class TaskFunctions:
             peers = frozenset(peer_tasks(local, (self._task.job, self._task.task)))
             graph.rendezvous_factory = lambda step_id: service.rendezvous_for(step_id, peers)
             # (the other tasks answer the fetches they hold; the rest are this task's)
-            plan.remote = self._peers_worker().register_partitions(
-                remote, [(p, j) if id(p) not in index else (None, 0) for p, j in fetch_map],
-                feeds,
-            )  # fmt: skip
+            plan.remote = self._peers_worker().register_partitions(remote, fetch_map, feeds)
         plan.handle = self.worker.register_graph(graph)
         return plan
 
@@ -251,7 +247,7 @@ class TaskFunctions:
         if first is not None:
             await self._fail(step_id, both, first)
             raise first
-        self.service._end_step(step_id, None)
+        self.service.end_step(step_id, None)
         out = there.result()
         for k, v in zip(plan.local_fetches, here.result()):
             out[k] = v
@@ -266,7 +262,7 @@ class TaskFunctions:
         for f in parts:
             if not f.cancelled():
                 f.exception()  # (retrieved: the step reports the first error)
-        self.service._end_step(step_id, error)
+        self.service.end_step(step_id, error)
 
     async def arun(self, fetches, feed_dict=None, options=None, run_metadata=None) -> list:
         """The values of `fetches` (a list of Tensors) with `feed_dict` (Tensor -> value)
