@@ -118,11 +118,17 @@ def _function(ctx, captured) -> pl.Function:
         g = ctx.op.graph
         a = ctx.attrs
         get = g.get_tensor_by_name
-        fn = st["fn"] = (
+        fn = (
             [get(n) for n in a["f_inputs"]],
             [get(n) for n in a["f_outputs"]],
             [get(n) for n in a["f_captures"]],
         )
+        # A task plans it now (distributed/task_functions.py): an op of another task's
+        # resource fails this op, as in TF the iterator's initialization.
+        prepare = getattr(ctx.session, "prepare_function", None)
+        if prepare is not None:
+            prepare(*fn)
+        st["fn"] = fn
     return pl.Function(fn, fn[0], fn[1], fn[2], captured)
 
 

@@ -175,6 +175,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lowering",
             "debug_watch",
             "distributed.graph_codec",
+            "distributed.client",  # (the cluster's Worker: task_functions reaches peers by it)
             "distributed.task_functions",
             "distributed.service",
         ),

@@ -42,7 +42,7 @@ from asyncflow.protos.cost_graph_pb2 import CostGraphDef
 from asyncflow.protos.step_stats_pb2 import StepStats
 from asyncflow.worker import traced
 
-__all__ = ["ClusterWorker", "RemoteDevice", "parse_target"]
+__all__ = ["ClusterWorker", "RemoteDevice", "parse_target", "peer_tasks"]
 
 _STEP_MASK = (1 << 62) - 1
 _DISCOVERY_TIMEOUT = 30.0
@@ -165,10 +165,36 @@ class ClusterWorker:
                 self.devices.append(RemoteDevice(*d))
         # Ops with no device go to the target's task, as TF's master places them.
         self.default_device = f"/job:{self.job}/replica:0/task:{self.task}"
+        self.share_devices = bool(
+            getattr(getattr(config, "experimental", None), "share_cluster_devices_in_session", 0)
+        )
+        self._init_steps(secrets.randbits(62))
+
+    def _init_steps(self, step_base: int) -> None:
         self._handles = itertools.count(1)
-        self._step_base = secrets.randbits(62)
+        self._step_base = step_base
         self._in_flight: dict[int, list] = {}  # global step id -> its tasks' channels
         self._closed = False
+
+    @classmethod
+    def of_tasks(cls, cluster: ClusterSpec, tasks: dict, secret: bytes, tls) -> ClusterWorker:
+        """A worker over `tasks` ((job, index) -> incarnation) of `cluster`, known
+        without asking them: a task reaching other tasks for its dataset functions
+        (distributed/task_functions.py).  Its step ids are used as given."""
+        self = cls.__new__(cls)
+        self.target = None
+        self.secret, self.tls, self.cluster = secret, tls, cluster
+        self.job = self.task = self.default_device = None
+        self.devices = []
+        self.share_devices = False
+        self._channels = {
+            (job, task): _Channel(
+                f"/job:{job}/replica:0/task:{task}", cluster.task_address(job, task), inc
+            )
+            for (job, task), inc in tasks.items()
+        }
+        self._init_steps(0)
+        return self
 
     # -- the Worker protocol
     def register_graph(self, graph):
@@ -207,6 +233,8 @@ class ClusterWorker:
                 )
             fm, fetch_ids = [], []
             for k, (p, j) in enumerate(fetch_map):
+                if id(p) not in index_of:  # (a fetch the caller gets elsewhere)
+                    continue
                 pkey, i = index_of[id(p)]
                 if pkey == key:
                     fm.append([i, j])
@@ -219,13 +247,17 @@ class ClusterWorker:
                 "p": specs,
                 "fd": [attr_value(feed_tensors[g].dtype).type for g in feed_ids],
                 "fm": fm,
-                "x": _peer_tasks(tparts, key),
+                "x": peer_tasks(tparts, key),
             }
             if trace:
                 t.meta["tr"] = 1
             functions = encode_functions([n for p in tparts for n in p.nodes])
             if functions:  # (tf.data functions' bodies: the last blob)
                 t.meta["fn"] = 1
+                # (where the functions' state on other tasks is: task_functions.py)
+                t.meta["dv"] = [_device_status(d) for d in self.devices]
+                if self.share_devices:
+                    t.meta["sd"] = 1
                 blobs.append(np.frombuffer(functions, np.uint8))
             t.tensors = blobs
             t.feed_ids = feed_ids
@@ -253,7 +285,8 @@ class ClusterWorker:
         tasks = handle.tasks
         if run_metadata is not None and traced(options):
             return await self._run_traced(handle, gs, feed_values, run_metadata, step_timeout)
-        if len(tasks) == 1:  # the common case: one message each way
+        if len(tasks) == 1 and len(tasks[0].fetch_ids) == handle.num_fetches:
+            # The common case: one message each way.
             t = tasks[0]
             conn = t.channel.conn
             if conn is None or conn.closed is not None or conn.loop is not _loop():
@@ -450,7 +483,14 @@ def _append_cost_graph(into: CostGraphDef, part: CostGraphDef) -> None:
             m.control_input[i] += base
 
 
-def _peer_tasks(tparts, key) -> list[str]:
+def _device_status(d) -> list:
+    """`d` as a task's STATUS lists its devices (RemoteDevice's arguments)."""
+    priority = int(getattr(d, "placement_priority", 0))
+    return [d.name, d.device_type, d.incarnation, int(d.memory_limit), bool(d.host_memory),
+            priority]  # fmt: skip
+
+
+def peer_tasks(tparts, key) -> list[str]:
     """The other tasks this task's partitions send to or receive from."""
     peers = set()
     for p in tparts:

@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import time
 
 import numpy as np
 
 from asyncflow import device_spec, errors
+from asyncflow import graph as ops
 from asyncflow.config import RunMetadata, RunOptions
 from asyncflow.distributed import wire
+from asyncflow.distributed.client import RemoteDevice
 from asyncflow.distributed.cluster import ClusterSpec, split_address
 from asyncflow.distributed.graph_codec import decode_attr_type, decode_functions, decode_partition
 from asyncflow.distributed.task_functions import TaskFunctions
@@ -49,18 +52,21 @@ __all__ = ["TaskService"]
 _FINISHED_KEPT = 1 << 14
 _ORPHAN_AFTER = 60.0  # s: a rendezvous made by PUSHes whose RUN never came
 _COLLECTIVE_STEP = -1  # the step id of collective frames, which belong to no one step
+_FUNCTION_GRAPHS_KEPT = 64  # per connection: distinct sets of dataset functions imported
+_MAX_SESSION_DEVICES = 1 << 14
 
 
 class _ClientState:
     """What a connection from a master owns here."""
 
-    __slots__ = ("graphs", "steps", "kernel_states", "functions")
+    __slots__ = ("graphs", "steps", "kernel_states", "functions", "function_graphs")
 
     def __init__(self):
         self.graphs: dict[int, object] = {}  # handle -> RegisteredGraph or its error
         self.steps: set[int] = set()
         self.kernel_states: dict[str, dict] = {}
         self.functions: TaskFunctions | None = None  # (tf.data functions' nested steps)
+        self.function_graphs: dict[bytes, object] = {}  # sha256 of their bodies -> graph
 
 
 class StepRendezvous:
@@ -313,9 +319,11 @@ class TaskService:
         blobs = wire.decode_tensors(meta.get("t", []), payload)
         fn_graph = session = None
         if meta.get("fn") == 1 and blobs:  # tf.data functions' bodies (graph_codec)
-            fn_graph = decode_functions(blobs.pop())
+            fn_graph = self._function_graph(state, blobs.pop())
             if state.functions is None:
-                state.functions = TaskFunctions(self.devices, self.name)
+                state.functions = TaskFunctions(
+                    self, self._peer_devices(meta.get("dv")), meta.get("sd") == 1
+                )
             session = state.functions  # (what the kernels call their functions through)
         if len(blobs) != len(parts):
             raise wire._bad("registration")
@@ -358,6 +366,45 @@ class TaskService:
             peers = frozenset(peers)
             graph.rendezvous_factory = lambda step_id: self.rendezvous_for(step_id, peers)
         return self.worker.register_graph(graph)
+
+    @staticmethod
+    def _function_graph(state: _ClientState, blob) -> ops.Graph:
+        """The graph of the function bodies `blob` holds, imported once per connection
+        and content: the master sends them with every registration, and a graph reused
+        keeps the plans TaskFunctions cached for its tensors."""
+        data = bytes(blob)
+        key = hashlib.sha256(data).digest()
+        graph = state.function_graphs.get(key)
+        if graph is None:
+            if len(state.function_graphs) >= _FUNCTION_GRAPHS_KEPT:
+                state.function_graphs.pop(next(iter(state.function_graphs)))
+            graph = state.function_graphs[key] = decode_functions(data)
+        return graph
+
+    def _peer_devices(self, listed) -> list[RemoteDevice]:
+        """The session's devices on other tasks, from a registration's "dv" (each as
+        `status` lists a device)."""
+        if listed is None:
+            return []
+        if not isinstance(listed, list) or len(listed) > _MAX_SESSION_DEVICES:
+            raise wire._bad("devices")
+        out = []
+        for d in listed:
+            if not (
+                isinstance(d, list)
+                and len(d) == 6
+                and isinstance(d[0], str)
+                and isinstance(d[1], str)
+                and all(isinstance(v, int) for v in (d[2], d[3], d[4], d[5]))
+            ):
+                raise wire._bad("devices")
+            if d[0] in self.by_name:
+                continue
+            try:
+                out.append(RemoteDevice(*d))
+            except ValueError:
+                raise wire._bad("devices") from None
+        return out
 
     # -- steps
     def rendezvous_for(self, step_id: int, peers=frozenset()) -> StepRendezvous:
@@ -430,11 +477,13 @@ class TaskService:
                     conn.send(wire.ERROR, rid, wire.encode_error(e))
         finally:
             st.steps.discard(step_id)
-            self._end_step(step_id, None)
+            self.end_step(step_id, None)
             if self._idle is not None and not self.busy:
                 self._idle.set()
 
-    def _end_step(self, step_id: int, error) -> None:
+    def end_step(self, step_id: int, error) -> None:
+        """`step_id` ended here (with `error`, if aborted): its rendezvous goes; a late
+        PUSH or RUN of it finds it finished."""
         self._rendezvous.pop(step_id, None)
         fin = self._finished
         if step_id not in fin or error is not None:
@@ -449,7 +498,7 @@ class TaskService:
         if rv is not None:
             rv.abort(error)
         if self.worker._step_ids.get(step_id) is None:
-            self._end_step(step_id, error)
+            self.end_step(step_id, error)
 
     def _deliver(self, meta, payload) -> None:
         step_id, key = meta.get("s"), meta.get("k")
