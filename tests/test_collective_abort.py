@@ -162,3 +162,45 @@ def test_a_step_failing_between_two_instances_does_not_deadlock_the_next(cluster
     finally:
         for s, _, _ in sessions.values():
             s.close()
+
+
+def test_a_task_whose_step_passes_its_deadline_before_its_member_aborts_that_execution(
+    cluster2,
+):
+    # Task 1's member waits on an empty queue and its step passes RunOptions'
+    # deadline; task 0's member, already waiting, fails instead of pairing with task
+    # 1's next step, and the steps after pair.
+    graphs = {}
+    for i in range(2):
+        with af.Graph().as_default() as g:
+            with af.device(f"/job:worker/task:{i}/device:CPU:0"):
+                q = af.FIFOQueue(2, af.float32, shapes=[[2]])
+                put = q.enqueue(af.constant([float(i + 1)] * 2))
+                mean = _mean(q.dequeue(), 1, v2=True)
+        graphs[i] = (af.Session(cluster2[i].target, graph=g), put, mean)
+    sess0, put0, mean0 = graphs[0]
+    sess1, put1, mean1 = graphs[1]
+    try:
+        sess0.run(put0)
+        waiting, out = _started(lambda: _result(sess0, mean0))
+        with pytest.raises(af.errors.DeadlineExceededError):
+            sess1.run(mean1, options=af.RunOptions(timeout_in_ms=300))
+        waiting.join(10)
+        assert not waiting.is_alive()
+        assert isinstance(out["r"], af.errors.CancelledError), out["r"]
+        sess0.run(put0)
+        sess1.run(put1)
+        t, got = _started(lambda: _result(sess0, mean0))
+        mine = _result(sess1, mean1)
+        t.join(10)
+        assert mine == got["r"] == [1.5, 1.5], (mine, got)
+    finally:
+        for s, _, _ in graphs.values():
+            s.close()
+
+
+def _result(sess, fetch):
+    try:
+        return sess.run(fetch).tolist()
+    except af.errors.OpError as e:
+        return e
