@@ -449,7 +449,10 @@ class _Collectives:
         self._heard(key, device, tell=False)
 
     def _heard(self, key: str, device: str, tell: bool = True) -> None:
-        error, size, heard = self.aborted[key]
+        entry = self.aborted.get(key)
+        if entry is None:  # (all heard from already)
+            return
+        error, size, heard = entry
         heard.add(device)
         if len(heard) >= size:
             del self.aborted[key]

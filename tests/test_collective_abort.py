@@ -204,3 +204,21 @@ def _result(sess, fetch):
         return sess.run(fetch).tolist()
     except af.errors.OpError as e:
         return e
+
+
+def test_a_member_that_comes_after_its_execution_was_aborted_fails_then_pairs(cluster2):
+    # Task 1's step fails before the other task's step starts: the other's execution of
+    # that number, when it comes, fails (it would pair with the failed step), and the
+    # steps after pair.
+    sessions = _sessions(cluster2)
+    try:
+        assert isinstance(_run(sessions, 1, [np.nan, 1.0]), af.errors.InvalidArgumentError)
+        late = _run(sessions, 0, [10.0, 20.0])
+        assert isinstance(late, af.errors.CancelledError), late
+        t, got = _started(lambda: _run(sessions, 0, [10.0, 20.0]))
+        mine = _run(sessions, 1, [1.0, 2.0])
+        t.join(10)
+        assert mine == got["r"] == [[5.5, 11.0]], (mine, got)
+    finally:
+        for s, _, _ in sessions.values():
+            s.close()
