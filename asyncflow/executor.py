@@ -249,6 +249,7 @@ class Plan:
         "loops",
         "rewritten",
         "aliasing",
+        "watchers",
         "__weakref__",
     )
 

@@ -193,6 +193,12 @@ def compile_plan(
             slot += 1
     plan.kernels = kernels
     plan.ctxs = ctxs
+    # (watch, ctx) of the ops that follow each step of the plan (OpDef.step_watch)
+    plan.watchers = tuple(
+        (op.op_def.step_watch, ctx)
+        for op, ctx in zip(plan.nodes, ctxs, strict=True)
+        if op.op_def.step_watch is not None
+    )
     plan.starts = starts
     plan.ends = ends
     plan.clears = clears

@@ -167,6 +167,11 @@ class OpDef:
     # For ops TF's CPU build has no kernel for on any device (the TPU ops): op -> the
     # InvalidArgumentError TF's placer raises for it, raised when a step would place it.
     no_kernel_error: Callable | None = None
+    # For ops whose state must follow every step that holds them, whether their kernel
+    # runs or not (the collectives: a step that fails before its member ran still uses
+    # that member's execution): `step_watch(ctx, step)` is called as a step of a plan
+    # holding the op starts, before any kernel (`step`: its kernel_api.StepContext).
+    step_watch: Callable | None = None
 
     def kernel(self, *device_types: str, host_memory: Iterable[str] = ()) -> Callable:
         """Decorator registering an `async def kernel(ctx, *inputs)`.

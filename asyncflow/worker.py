@@ -146,6 +146,8 @@ class LocalWorker:
             step = Step(plans[0], feed_values)
             token = _CURRENT_STEP.set(sctx)
             try:
+                if plans[0].watchers:
+                    _watch(plans, sctx)
                 step.start()
             except BaseException as exc:  # (as _finish ends a failed step)
                 step.cancel_tasks()
@@ -179,6 +181,7 @@ class LocalWorker:
             token = _CURRENT_STEP.set(sctx)
             trace_token = None if trace is None else tracing.collect_into(trace)
             try:
+                _watch(plans, sctx)
                 for s in steps:
                     s.start()
             finally:
@@ -221,6 +224,14 @@ class LocalWorker:
         finally:
             del self._step_ids[step_id]
             status.close()
+
+
+def _watch(plans, sctx: StepContext) -> None:
+    """Tell the ops that follow every step holding them (OpDef.step_watch) that one
+    starts."""
+    for plan in plans:
+        for watch, ctx in plan.watchers:
+            watch(ctx, sctx)
 
 
 class StepStatus:

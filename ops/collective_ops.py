@@ -22,6 +22,20 @@ again by the device's next execution, so the members stay in step.  With the lea
 another task the withdrawal asks the leader, which drops the part unless the group has
 completed meanwhile; the device's next execution waits for that answer.
 
+A step that fails before one of its members ran (its input failed, or never came):
+- on a task, that member's execution (its device's next number) is aborted for the
+  whole group: the leader fails the members waiting in it, and those still to come,
+  with CancelledError, so none pairs with the failed task's next step (and a member
+  waiting in a later instance of the same step is released, not left to deadlock with
+  the next step's first instance).  Its keys must be known without running it (a V1
+  op's attrs, a V2 op's constant inputs); a V3 member is not followed.
+- in a plain session, as TF 2.21 does: a member that gave up, or that was about to run
+  (its inputs did not wait on the failure), spoils the session's collectives; its
+  later collective kernels fail at once with the member's error class (CancelledError,
+  or DeadlineExceededError for a timeout), "Collective ops is aborted by: ...".  A
+  fresh session runs them again.  (Its members are all in the step, so withdrawal
+  alone keeps them in step.)
+
 Invariant: a member's waiter is registered before its part is sent, so a result never
 arrives before the future waiting for it.
 """
@@ -29,14 +43,17 @@ arrives before the future waiting for it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow.device_spec import DeviceSpec
-from asyncflow.graph import constant_shape
+from asyncflow.graph import constant_shape, constant_value
+from asyncflow.kernel_api import current_step
 from asyncflow.registry import REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["deliver", "local_collectives"]
@@ -50,6 +67,12 @@ _COMMON = {"communication_hint": "auto", "timeout_seconds": 0.0}
 _KEYS = {"group_size": REQUIRED, "group_key": REQUIRED, "instance_key": REQUIRED}
 # How long a member's next execution waits for the leader's answer to a withdrawal.
 _WITHDRAW_WAIT = 10.0
+# How many aborted executions a leader remembers until all their members are heard
+# from, and how many steps a collective remembers it has not run yet (a step that
+# skips it in a branch and succeeds leaves its mark behind).
+_ABORTED_KEPT = 1024
+_UNRUN_KEPT = 64
+_ABORTED = "Collective ops is aborted by: "
 
 
 def _check_choice(op, attr: str, allowed: tuple) -> None:
@@ -222,6 +245,13 @@ class _Collectives:
         self.pending: dict[tuple, list] = {}
         self.parts: dict[str, dict] = {}  # instance -> {device: (what, value)}
         self.waiting: dict[tuple, asyncio.Future] = {}  # (instance, device) -> future
+        # (the leader) executions aborted by a member whose step failed before it ran
+        # them: key -> (error, size, members heard from); the others' parts get the
+        # error, now or when they come.
+        self.aborted: OrderedDict[str, tuple] = OrderedDict()
+        # (plain sessions) session -> (error, serial of the step that spoiled it): a
+        # collective of the session gave up, and its later collectives fail, as TF's.
+        self.spoiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # -- the member's side
     async def _take_slot(self, count_key) -> int:
@@ -236,6 +266,9 @@ class _Collectives:
                 for wkey, (_, f) in list(self.withdrawals.items()):
                     if f is fut:
                         self.withdrawn(wkey[0], wkey[1], False)
+        return self._next_number(count_key)
+
+    def _next_number(self, count_key) -> int:
         free = self.free.get(count_key)
         if free:
             k = heapq.heappop(free)
@@ -245,6 +278,12 @@ class _Collectives:
         k = self.counters.get(count_key, 0)
         self.counters[count_key] = k + 1
         return k
+
+    def spoil(self, session, error, serial) -> None:
+        """A collective of plain session `session` gave up in step `serial` (or was
+        about to run when it failed): its later collectives fail with `error`."""
+        if session not in self.spoiled:
+            self.spoiled[session] = (error, serial)
 
     def _give_back(self, count_key, key: str, device: str) -> None:
         """An execution that gave up before its group completed (its step aborted, it
@@ -268,12 +307,26 @@ class _Collectives:
             raise errors.InvalidArgumentError(
                 None, None, f"group_size must be positive integer but got {size}"
             )
+        step = current_step()
+        serial = None if step is None else step.serial
+        unrun = ctx.kernel_state.get("unrun")
+        if unrun:
+            unrun.pop(serial, None)
+        session = None if once or self.service is not None else ctx.session
+        spoiled = None if session is None else self.spoiled.get(session)
+        if spoiled is not None and spoiled[1] != serial:
+            raise type(spoiled[0])(
+                None, None,
+                f"{_ABORTED}{spoiled[0].message}\nThe error could be from a previous "
+                "operation. Open a new session to reset.",
+            )  # fmt: skip
         device = ctx.device.name
         count_key = (device, group, instance)
         k = await self._take_slot(count_key)
         key = f"{group};{instance};{k}"
         future = asyncio.get_running_loop().create_future()
         self.waiting[(key, device)] = future
+        gave_up = errors.CancelledError(None, None, "op cancelled")  # (TF's words)
         try:
             self._send_part(key, size, what, device, value)
             timeout = float(ctx.attrs.get("timeout_seconds") or 0)
@@ -281,13 +334,16 @@ class _Collectives:
                 try:
                     return await asyncio.wait_for(future, timeout)
                 except TimeoutError:
-                    raise errors.DeadlineExceededError(
+                    gave_up = errors.DeadlineExceededError(
                         None, None, "Collective has timed out waiting for other workers."
-                    ) from None
+                    )
+                    raise gave_up from None
             return await future
         finally:
             self.waiting.pop((key, device), None)
             completed = future.done() and not future.cancelled()
+            if not completed and session is not None:
+                self.spoil(session, gave_up, serial)
             if not completed and self._leader() is None:
                 # Given up (timed out, cancelled with its step) before the group
                 # completed: completion here is synchronous (add_part), so the group
@@ -362,6 +418,9 @@ class _Collectives:
 
     # -- the leader's side
     def add_part(self, key, size, what, device, value) -> None:
+        if key in self.aborted:  # its execution was aborted by a member's failed step
+            self._heard(key, device)
+            return
         parts = self.parts.setdefault(key, {})
         parts[device] = (what, value)
         if len(parts) < size:
@@ -375,6 +434,31 @@ class _Collectives:
         for member, result in zip(ranked, results, strict=True):
             self._send_result(key, member, result)
 
+    def abort_execution(self, key: str, size: int, device: str, error) -> None:
+        """(The leader) `device`'s step failed before its member of execution `key`
+        ran: that execution is aborted, for every member.  Those waiting get `error`
+        now, those still to come when they come; the execution is forgotten once all
+        `size` members are heard from (at most `_ABORTED_KEPT` are remembered)."""
+        entry = self.aborted.get(key)
+        if entry is None:
+            entry = self.aborted[key] = (error, size, set())
+            while len(self.aborted) > _ABORTED_KEPT:
+                self.aborted.popitem(last=False)
+            for member in self.parts.pop(key, {}):
+                self._heard(key, member)
+        self._heard(key, device, tell=False)
+
+    def _heard(self, key: str, device: str, tell: bool = True) -> None:
+        entry = self.aborted.get(key)
+        if entry is None:  # (all heard from already)
+            return
+        error, size, heard = entry
+        heard.add(device)
+        if len(heard) >= size:
+            del self.aborted[key]
+        if tell:
+            self._send_result(key, device, error)
+
     def _send_result(self, key, device, result) -> None:
         spec = DeviceSpec.from_string(device)
         service = self.service
@@ -382,12 +466,41 @@ class _Collectives:
             self.set_result(key, device, result)
             return
         if isinstance(result, errors.OpError):
+            code = result.error_code or errors.INVALID_ARGUMENT
             kind, value = "e", np.frombuffer(result.message.encode(), np.uint8)
+            device = f"{device};{code}"
         else:
             kind, value = "r", result
         service.push_collective(
             spec.job, spec.task or 0, f"collective;{kind};{key};{device}", value
         )
+
+    # -- a step that failed before one of its collectives ran (OpDef.step_watch)
+    def unrun_failed(self, ctx, size: int, group: int, instance: int, error) -> None:
+        """`ctx`'s member did not run in a step that failed: its execution, the next
+        number of its device, is aborted for the whole group (on a task; a plain
+        session's members are all in the step and stay in step by themselves)."""
+        device = ctx.device.name
+        count_key = (device, group, instance)
+        if self.pending.get(count_key):
+            return  # (a withdrawal in question: not knowing the next number, abort none)
+        key = f"{group};{instance};{self._next_number(count_key)}"
+        first = str(getattr(error, "message", error)).split("\n", 1)[0]
+        reason = errors.CancelledError(
+            None, None,
+            f"{_ABORTED}the step of {device} failed before its collective ran: {first}",
+        )  # fmt: skip
+        leader = self._leader()
+        if leader is None:
+            self.abort_execution(key, size, device, reason)
+            return
+        try:
+            self.service.push_collective(
+                *leader, f"collective;x;{key};{size};{device}",
+                np.frombuffer(reason.message.encode(), np.uint8),
+            )  # fmt: skip
+        except errors.OpError:
+            pass  # (no leader to tell: its members time out, or the cluster is gone)
 
     def set_result(self, key, device, result) -> None:
         future = self.waiting.get((key, device))
@@ -520,11 +633,96 @@ def deliver(service, key: str, value) -> None:
         removed = bool(np.asarray(value, np.uint8).reshape(-1)[:1].sum())
         state.withdrawn(f"{group};{instance};{k}", device, removed)
     elif kind == "e":
-        _, _, group, instance, k, device = fields
+        group, instance, k, device = fields[2:6]
+        code = int(fields[6]) if len(fields) > 6 else errors.INVALID_ARGUMENT
+        try:
+            cls = errors.exception_type_from_error_code(code)
+        except KeyError:
+            cls = errors.InvalidArgumentError
         message = bytes(np.asarray(value, np.uint8)).decode()
-        state.set_result(
-            f"{group};{instance};{k}", device, errors.InvalidArgumentError(None, None, message)
+        state.set_result(f"{group};{instance};{k}", device, cls(None, None, message))
+    elif kind == "x":
+        _, _, group, instance, k, size, device = fields
+        message = bytes(np.asarray(value, np.uint8)).decode()
+        state.abort_execution(
+            f"{group};{instance};{k}",
+            int(size),
+            device,
+            errors.CancelledError(None, None, message),
         )
+
+
+# -- steps that fail before a member runs ---------------------------------------------
+
+
+def _static_keys(ctx):
+    """(size, group, instance) of a collective, known without running it: a V1 op's
+    attrs, a V2 op's constant inputs; None when they are not known so (a V3 op's)."""
+    a = ctx.attrs
+    if "instance_key" in a:
+        return int(a["group_size"]), int(a["group_key"]), int(a["instance_key"])
+    names = [arg.name for arg in ctx.op.op_def.inputs]
+    try:
+        values = [constant_value(ctx.op.inputs[names.index(n)]) for n in _V2_HOST]
+    except (ValueError, IndexError):
+        return None
+    if any(v is None or np.size(v) != 1 for v in values):
+        return None
+    return tuple(int(np.asarray(v).reshape(-1)[0]) for v in values)
+
+
+def _watch_step(ctx, step) -> None:
+    """(OpDef.step_watch) A step holding this collective starts.  Should it fail before
+    the kernel runs: on a task, the member's execution is aborted for its group (the
+    others, waiting or to come, fail instead of pairing with this member's next step);
+    in a plain session, one whose inputs did not wait on the failure was about to run
+    and, as in TF, spoils the session's later collectives."""
+    st = ctx.kernel_state
+    if "task_service" in st:
+        if "keys" not in st:
+            st["keys"] = _static_keys(ctx)
+        if st["keys"] is None:
+            return
+    elif ctx.session is None:
+        return
+    unrun = st.get("unrun")
+    if unrun is None:
+        unrun = st["unrun"] = {}
+    unrun[step.serial] = None  # (the kernel takes it out as it starts)
+    if len(unrun) > _UNRUN_KEPT:
+        del unrun[next(iter(unrun))]
+    step.on_failure(functools.partial(_step_failed, ctx, step.serial))
+
+
+def _step_failed(ctx, serial: int, error) -> None:
+    st = ctx.kernel_state
+    unrun = st.get("unrun")
+    if unrun is None or serial not in unrun:
+        return  # the kernel ran: its own end saw to its execution
+    del unrun[serial]
+    state = _collectives(ctx)
+    if "task_service" in st:
+        state.unrun_failed(ctx, *st["keys"], error)
+    elif not _waits_on(ctx.op, getattr(error, "op", None)):
+        state.spoil(ctx.session, errors.CancelledError(None, None, "op cancelled"), serial)
+
+
+def _waits_on(op, failed) -> bool:
+    """Whether `op` depends, through data or control edges, on the op `failed`."""
+    if failed is None:
+        return False
+    if failed is op:  # (its own kernel failed, before it met the group)
+        return True
+    seen, todo = {failed}, [failed]
+    while todo:
+        o = todo.pop()
+        for nxt in [c for t in o.outputs for c in t.consumers()] + o._control_outputs:
+            if nxt is op:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
 
 
 # -- the kernels -----------------------------------------------------------------------
@@ -894,3 +1092,11 @@ async def _collective_reduce_v3(ctx, x, handle, group_assignment):
 @CollectiveAllToAllV3.kernel(host_memory=("communicator", "group_assignment"))
 async def _collective_all_to_all_v3(ctx, x, handle, group_assignment):
     return await _run_v3(ctx, "alltoall", x, handle, group_assignment)
+
+
+for _op in (
+    CollectiveReduce, CollectiveReduceV2, CollectiveGather, CollectiveGatherV2,
+    CollectiveBcastSend, CollectiveBcastRecv, CollectiveBcastSendV2, CollectiveBcastRecvV2,
+    CollectiveAllToAllV2, CollectiveReduceScatterV2, CollectiveReduceV3, CollectiveAllToAllV3,
+):  # fmt: skip
+    _op.step_watch = _watch_step
