@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from asyncflow import dtypes, errors, loop_slices
+from asyncflow.devices import denormal
 from asyncflow.devices.base import DRIVER
 from asyncflow.frames import (  # noqa: F401 - re-exported for older callers
     CONST,
@@ -566,35 +567,47 @@ class Step(FrameRouting):
                     break
 
     def _spawn(self) -> None:
-        """Drive ready nodes until none is left; park drivers whose kernel suspended."""
+        """Drive ready nodes until none is left; park drivers whose kernel suspended.
+
+        Kernels run with denormals flushed (devices/denormal.py), here and wherever a
+        parked driver resumes (`_DriverResume`): the thread's own modes come back
+        before anything else of the caller's runs on it."""
         if self.root is not None:
             self._spawn_frames()
             return
         ready = self.ready
-        while ready and self.error is None:
-            coro = self._drive()
-            try:
-                fut = coro.send(None)
-            except StopIteration:
-                continue
-            self._park(coro, fut, None)
+        flushed = denormal.enter()
+        try:
+            while ready and self.error is None:
+                coro = self._drive()
+                try:
+                    fut = coro.send(None)
+                except StopIteration:
+                    continue
+                self._park(coro, fut, None)
+        finally:
+            denormal.leave(flushed)
         DRIVER.ready = ()
         if self.tasks:  # (a kernel is away: devices learn when the driver ran dry)
             DRIVER.idle_at = _clock()
 
     def _spawn_frames(self) -> None:
         root, runnable = self.root, self.runnable
-        while (root.ready or runnable) and self.error is None:
-            holder = [None]
-            coro = self._drive(holder)
-            try:
-                fut = coro.send(None)
-            except StopIteration:
-                continue
-            it = holder[0]
-            if it is not None and it.ready:
-                self._wake(it)  # its other ready nodes go on in a new driver
-            self._park(coro, fut, holder)
+        flushed = denormal.enter()
+        try:
+            while (root.ready or runnable) and self.error is None:
+                holder = [None]
+                coro = self._drive(holder)
+                try:
+                    fut = coro.send(None)
+                except StopIteration:
+                    continue
+                it = holder[0]
+                if it is not None and it.ready:
+                    self._wake(it)  # its other ready nodes go on in a new driver
+                self._park(coro, fut, holder)
+        finally:
+            denormal.leave(flushed)
         DRIVER.ready = ()
         if self.tasks:
             DRIVER.idle_at = _clock()
@@ -702,21 +715,27 @@ class _DriverResume:
                 sent = yield y
             except BaseException as exc:  # cancellation goes into the waiting kernel
                 DRIVER.ready = ()
+                flushed = denormal.enter()
                 try:
                     y = coro.throw(exc)
                 except StopIteration:
                     return
+                finally:
+                    denormal.leave(flushed)
             else:
                 if holder is None:  # (devices see this driver's other ready nodes again)
                     DRIVER.ready = step.ready
                 else:
                     it = holder[0]
                     DRIVER.ready = () if it is None else it.ready
+                flushed = denormal.enter()
                 try:
                     y = coro.send(sent)
                 except StopIteration:
                     DRIVER.ready = ()
                     return
+                finally:
+                    denormal.leave(flushed)
             if holder is not None:  # (a plan with control flow)
                 it = holder[0]
                 if it is not None and it.ready:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asyncflow import donation, errors, executor, graph, tracing
-from asyncflow.devices import host_pool
+from asyncflow.devices import denormal, host_pool
 from asyncflow.executor import (
     _FORWARD,
     _GENERAL,
@@ -266,7 +266,17 @@ def _fold_constants(plan: Plan) -> None:
     Cast... of constants and static shapes) return that value instead of recomputing
     it, as TF's grappler folds them.  Their inputs still run (they are cheap Consts);
     the value is read-only, so no consumer can write into it.  A node downstream of a
-    feed is left alone: the graph's value does not know that a Const was fed."""
+    feed is left alone: the graph's value does not know that a Const was fed.  The
+    values are computed with denormals flushed, as the kernels would compute them
+    (devices/denormal.py: a Cast to float32 of 1e-40 is 0)."""
+    flushed = denormal.enter()
+    try:
+        _fold_constant_nodes(plan)
+    finally:
+        denormal.leave(flushed)
+
+
+def _fold_constant_nodes(plan: Plan) -> None:
     folders = graph._CONSTANT_FOLDERS
     fed = [False] * len(plan.pnodes)  # pnodes are in topological order
     for i, p in enumerate(plan.pnodes):

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from asyncflow.devices import cpu_budget
+from asyncflow.devices import cpu_budget, denormal
 from asyncflow.devices.base import DRIVER, NOT_INLINE, Device
 
 __all__ = [
@@ -571,7 +571,9 @@ class CPUDevice(Device):
     def pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(
-                self.num_threads, thread_name_prefix=f"asyncflow-cpu{self.index}"
+                self.num_threads,
+                thread_name_prefix=f"asyncflow-cpu{self.index}",
+                initializer=denormal.flush_this_thread,  # (kernels only, as TF's threads)
             )
         return self._pool
 

@@ -52,6 +52,8 @@ import time
 
 import numpy as np
 
+from asyncflow.devices import denormal
+
 __all__ = [
     "blas_single",
     "budget",
@@ -675,6 +677,7 @@ def _keep_helpers_off(cpu: int) -> None:
 
 def _helper_main() -> None:
     global _active
+    denormal.flush_this_thread()  # (it runs kernels' blocks only, as TF's threads)
     while True:
         with _queue_cond:
             while not _queue:

@@ -42,7 +42,7 @@ import numpy as np
 
 from asyncflow import tf_logging
 from asyncflow.devices import cpu_budget, host_pool
-from asyncflow.ops import jit_loops, jit_threads
+from asyncflow.ops import jit_flush, jit_loops, jit_threads
 
 __all__ = ["available", "gemm_into", "matmul", "matmul_sum", "warm"]
 
@@ -224,7 +224,10 @@ def _call_float64(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c):
 
 def _blocks_float32(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, parts, by_rows):
     pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
+    mode = _mx_get() & _FLUSH  # the caller's denormal modes, for each block's thread
     for p in prange(parts):
+        saved = _mx_get()
+        _mx_put((saved & ~_FLUSH) | mode)
         if by_rows:  # rows r0:r1 of C: rows of op(a), all of op(b)
             r0, r1 = p * m // parts, (p + 1) * m // parts
             off = r0 if ta == _TRANS else r0 * lda
@@ -235,10 +238,14 @@ def _blocks_float32(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, pa
             off = c0 * ldb if tb == _TRANS else c0
             _sgemm_at(address, ta, tb, m, c1 - c0, k, alpha, pa, lda, pb + off * 4, ldb, beta,
                       pc + c0 * 4, n)  # fmt: skip
+        _mx_put(saved)
 
 
 def _pair_float32(address, ta1, tb1, k1, a1, b1, beta1, c1, ta2, tb2, k2, a2, b2, beta2, c2):
+    mode = _mx_get() & _FLUSH
     for p in prange(2):
+        saved = _mx_get()
+        _mx_put((saved & ~_FLUSH) | mode)
         if p == 0:
             m, n = c1.shape
             _sgemm_at(address, ta1, tb1, m, n, k1, 1.0, a1.ctypes.data, a1.shape[1],
@@ -247,6 +254,7 @@ def _pair_float32(address, ta1, tb1, k1, a1, b1, beta1, c1, ta2, tb2, k2, a2, b2
             m, n = c2.shape
             _sgemm_at(address, ta2, tb2, m, n, k2, 1.0, a2.ctypes.data, a2.shape[1],
                       b2.ctypes.data, b2.shape[1], beta2, c2.ctypes.data, n)  # fmt: skip
+        _mx_put(saved)
 
 
 def _build_pool(numba):
@@ -284,8 +292,9 @@ def _build_gemm(numba):
     from llvmlite import ir
     from numba import types
 
-    global _sgemm_at, _dgemm_at, prange  # (the names the calls compile against)
+    global _sgemm_at, _dgemm_at, prange, _mx_get, _mx_put  # (the names they compile against)
     _sgemm_at = _gemm_intrinsic(ir.FloatType())
+    _mx_get, _mx_put = jit_flush.intrinsics(numba)
     _dgemm_at = _gemm_intrinsic(ir.DoubleType())
     prange = numba.prange
     loops = {}
@@ -339,7 +348,8 @@ def _pool(name: str, dtype, free: bool = False):
     return None
 
 
-_sgemm_at = _dgemm_at = prange = None
+_sgemm_at = _dgemm_at = prange = _mx_get = _mx_put = None
+_FLUSH = jit_flush.BITS
 _ADDRESSES: dict = {}  # dtype -> the address of its cblas function
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 # ASYNCFLOW_GEMM_JIT=0: every call through ctypes (to measure what the compiled call buys).

@@ -24,6 +24,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.devices import denormal
 from asyncflow.graph_io import tensor_content_proto
 from asyncflow.ops import png_codec, summary_jit
 from asyncflow.proto_wire import varint as _varint
@@ -538,7 +539,13 @@ _TABLES: dict = {}
 def _cell_table(ftype, cell_bits: int = 16) -> _CellTable:
     table = _TABLES.get((ftype, cell_bits))
     if table is None:
-        table = _TABLES[(ftype, cell_bits)] = _CellTable(ftype, cell_bits)
+        # (its bounds are denormal near zero: the same table whether a step, which
+        # flushes denormals, or the caller builds it first)
+        kept = denormal.suspend()
+        try:
+            table = _TABLES[(ftype, cell_bits)] = _CellTable(ftype, cell_bits)
+        finally:
+            denormal.leave(kept)
     return table
 
 
