@@ -267,18 +267,22 @@ def _call_functions(layer) -> dict:
     for a subclassed model or a layer its call's first parameter and, if it takes one,
     `training=False` (traced True then False), also given when only its sublayers take
     it.  A layer a subclassed model calls (no node) is traced on the shape it was built
-    for.  {} for a layer never called."""
+    for.  The tensors among a layer's first call's keyword arguments (an attention
+    mask, a custom layer's tensor) are traced as keyword inputs, as Keras traces them.
+    {} for a layer never called."""
     params = [
         p for p in inspect.signature(layer.call).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]  # fmt: skip
     names = [p.name for p in params]
+    keywords = {}
     if _is_model(layer):
         specs = _input_specs(layer)
     elif layer._inbound_nodes and names:
         tensors = nest.flatten(layer._inbound_nodes[0].input_tensors)
         specs = [TensorSpec(t.shape, t.dtype.base_dtype, "inputs") for t in tensors]
         specs = specs[0] if len(specs) == 1 else specs
+        keywords = _keyword_specs(layer._inbound_nodes[0].arguments)
     elif getattr(layer, "_build_input_shape", None) is not None and names:
         # (a layer a subclassed model calls: the shape it was built for, in its dtype)
         shapes = nest.flatten(layer._build_input_shape)
@@ -286,6 +290,8 @@ def _call_functions(layer) -> dict:
         specs = specs[0] if len(specs) == 1 else specs
     else:
         return {}
+    keywords.pop("training", None)
+    mask = keywords.pop("mask", None)
     training = passes = "training" in names
     if _is_model(layer) and layer._is_graph_network:
         names, training = ["inputs", "training", "mask"], True
@@ -300,24 +306,44 @@ def _call_functions(layer) -> dict:
             for n, d in (("training", False), ("mask", None))
             if n in names
         ]
+    if mask is not None and "mask" not in [p.name for p in sig]:
+        keywords["mask"] = mask
+    sig += [inspect.Parameter(w, inspect.Parameter.KEYWORD_ONLY) for w in keywords]
 
     def make(with_losses):
-        def call(inputs, training=False, mask=None):
-            del mask  # (the traces are made without one)
+        def call(inputs, training=False, mask=None, **tensors):
             kwargs = {"training": training} if passes else {}
-            outputs = layer(inputs, **kwargs)
+            if mask is not None:  # (a mask the layer's first call was given)
+                kwargs["mask"] = mask
+            outputs = layer(inputs, **kwargs, **tensors)
             return (outputs, []) if with_losses else outputs
 
         call.__signature__ = inspect.Signature(sig)
         fn = function(call)
         if training:
             for flag in (True, False):
-                fn.get_concrete_function(specs, flag, *([None] if len(sig) > 2 else []))
+                fn.get_concrete_function(
+                    specs, flag, *([mask] if "mask" in names else []), **keywords
+                )
         else:
-            fn.get_concrete_function(specs)
+            fn.get_concrete_function(specs, **keywords)
         return fn
 
     return {CALL: make(False), ALL_LOSSES: make(True)}
+
+
+def _keyword_specs(arguments) -> dict:
+    """The tensors among a layer call's keyword arguments as TensorSpecs named for their
+    keyword (Keras traces its saved call functions with them; other keyword arguments
+    are left out, as Keras leaves them)."""
+    out = {}
+    for word, value in arguments.items():
+        flat = nest.flatten(value)
+        if flat and all(isinstance(t, ops.Tensor) for t in flat):
+            out[word] = nest.map_structure(
+                lambda t, w=word: TensorSpec(t.shape, t.dtype.base_dtype, w), value
+            )
+    return out
 
 
 def _sublayers_take_training(layer) -> bool:
