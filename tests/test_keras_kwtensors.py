@@ -63,7 +63,9 @@ def test_tf_loads_asyncflows_saved_models(case):
     """TF's load_model of our SavedModel and h5 file rebuilt the calls as its own and
     predicts as TF's model of the case."""
     want = RECORDED[case]
-    for who in ("af_sm", "af_h5"):
+    for who in ("af_sm", "af_h5", "af_sm_revived"):
+        if who not in want:
+            continue
         assert "error" not in want[who], (who, want[who])
         assert want[who]["inbound"] == cases.inbound(want["json"]), who
         _close(want[who]["predict"], want["predict"])
@@ -125,3 +127,28 @@ def test_constants_for_a_cell_without_them(keras_session):
     k = K.Input((3,))
     with pytest.raises(ValueError, match="does not support constants"):
         K.layers.RNN(K.layers.SimpleRNNCell(3))(x, constants=[k])
+
+
+@pytest.mark.parametrize("case", cases.SAVEDMODEL_CASES)
+def test_tf_savedmodel_loads(keras_session, case):
+    """TF's SavedModel rebuilds the keyword calls (the custom layer from its class)."""
+    del keras_session
+    path = FIXTURES / "keras_kwtensors" / f"tf_{case}"
+    model = K.models.load_model(str(path), CUSTOM, compile=False)
+    assert _inbound(model) == cases.inbound(RECORDED[case]["json"])
+    _close(model.predict(cases.feeds(case)), RECORDED[case]["predict"])
+
+
+@pytest.mark.parametrize("who", ["tf", "af"])
+def test_savedmodel_revives_a_layer_taking_a_tensor_keyword(keras_session, tmp_path, who):
+    """Without its class, the custom layer is revived from its saved call function,
+    which takes the keyword tensor (TF's file, and ours as TF's load reads it)."""
+    del keras_session
+    if who == "tf":
+        path = str(FIXTURES / "keras_kwtensors" / "tf_custom")
+    else:
+        path = str(tmp_path / "m")
+        cases.build(K, "custom", CUSTOM).save(path)
+    model = K.models.load_model(path, compile=False)
+    assert not isinstance(model.get_layer("scale"), CUSTOM["Scale"])
+    _close(model.predict(cases.feeds("custom")), RECORDED["custom"]["predict"])

@@ -308,17 +308,27 @@ def _call_functions(layer) -> dict:
         ]
     if mask is not None and "mask" not in [p.name for p in sig]:
         keywords["mask"] = mask
-    sig += [inspect.Parameter(w, inspect.Parameter.KEYWORD_ONLY) for w in keywords]
+    # (after the others, with a default, so that a loaded function binds them by name)
+    sig += [
+        inspect.Parameter(w, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+        for w in keywords
+    ]
+
+    signature = inspect.Signature(sig)
 
     def make(with_losses):
-        def call(inputs, training=False, mask=None, **tensors):
-            kwargs = {"training": training} if passes else {}
-            if mask is not None:  # (a mask the layer's first call was given)
-                kwargs["mask"] = mask
-            outputs = layer(inputs, **kwargs, **tensors)
+        def call(*args, **kwargs):
+            given = signature.bind(*args, **kwargs)
+            given.apply_defaults()
+            values = given.arguments
+            extra = {"training": values.get("training", False)} if passes else {}
+            for word in ("mask", *keywords):  # (the traces of a network take no mask)
+                if values.get(word) is not None:
+                    extra[word] = values[word]
+            outputs = layer(values[names[0]], **extra)
             return (outputs, []) if with_losses else outputs
 
-        call.__signature__ = inspect.Signature(sig)
+        call.__signature__ = signature
         fn = function(call)
         if training:
             for flag in (True, False):
@@ -332,14 +342,18 @@ def _call_functions(layer) -> dict:
     return {CALL: make(False), ALL_LOSSES: make(True)}
 
 
+def _all_tensors(value) -> bool:
+    flat = nest.flatten(value)
+    return bool(flat) and all(isinstance(t, ops.Tensor) for t in flat)
+
+
 def _keyword_specs(arguments) -> dict:
     """The tensors among a layer call's keyword arguments as TensorSpecs named for their
     keyword (Keras traces its saved call functions with them; other keyword arguments
     are left out, as Keras leaves them)."""
     out = {}
     for word, value in arguments.items():
-        flat = nest.flatten(value)
-        if flat and all(isinstance(t, ops.Tensor) for t in flat):
+        if _all_tensors(value):
             out[word] = nest.map_structure(
                 lambda t, w=word: TensorSpec(t.shape, t.dtype.base_dtype, w), value
             )
@@ -921,7 +935,6 @@ def _revived_layer_class():
             self.built = True
 
         def call(self, inputs, training=None, **kwargs):
-            del kwargs
             fn = self._saved_call
             if fn is None or not getattr(fn, "concrete_functions", None):
                 raise ValueError(
@@ -930,10 +943,17 @@ def _revived_layer_class():
                     "`get_config` and `from_config` in the layer class and pass it in "
                     "`custom_objects` when loading the model."
                 )
-            if "training" in fn._arg_names + fn._kwonly:
-                outputs, _ = fn(inputs, training=bool(training))
-            else:
-                outputs, _ = fn(inputs)
+            names = fn._arg_names + fn._kwonly
+            # The tensors given by keyword that the saved call was traced with (a custom
+            # layer's `scale=t`); a mask the base found on the inputs is not one.
+            tensors = {
+                word: value
+                for word, value in kwargs.items()
+                if word in names and word != "mask" and _all_tensors(value)
+            }
+            if "training" in names:
+                tensors["training"] = bool(training)
+            outputs, _ = fn(inputs, **tensors)
             return outputs
 
         def get_config(self):
