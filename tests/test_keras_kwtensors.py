@@ -91,7 +91,7 @@ def test_tf_h5_loads(keras_session, case):
     _close(model.predict(cases.feeds(case)), RECORDED[case]["predict"])
 
 
-@pytest.mark.parametrize("case", ["mha_mask", "rnn_const", "custom"])
+@pytest.mark.parametrize("case", ["mha_mask", "att_mask", "rnn_const", "custom"])
 @pytest.mark.parametrize("suffix", [".h5", ""])
 def test_saved_and_loaded_back(keras_session, tmp_path, case, suffix):
     """asyncflow's own h5 file and SavedModel load back and predict (a SavedModel's call
