@@ -152,3 +152,15 @@ def test_savedmodel_revives_a_layer_taking_a_tensor_keyword(keras_session, tmp_p
     model = K.models.load_model(path, compile=False)
     assert not isinstance(model.get_layer("scale"), CUSTOM["Scale"])
     _close(model.predict(cases.feeds("custom")), RECORDED["custom"]["predict"])
+
+
+def test_bidirectional_initial_state_errors(keras_session):
+    """An odd number of states, or Keras tensors mixed with others, raise as in TF."""
+    del keras_session
+    x = K.Input((4, 8))
+    h = [K.Input((3,)) for _ in range(3)]
+    bidi = K.layers.Bidirectional(K.layers.GRU(3))
+    with pytest.raises(ValueError, match="the state should be a list containing the states"):
+        bidi(x, initial_state=h)
+    with pytest.raises(ValueError, match="mix of TF-Keras tensors and non-Keras tensors"):
+        bidi(x, initial_state=[h[0], tf.zeros((2, 3))])

@@ -632,6 +632,34 @@ class Bidirectional(Layer):
                 sub.zero_output_for_mask = sub.return_sequences
         self.supports_masking = True
 
+    def __call__(self, inputs, initial_state=None, constants=None, **kwargs):
+        # As Keras: the forward layer's initial states then the backward one's; Keras
+        # tensors join the inputs ([inputs, *states], the call written with
+        # initial_state=None and constants=None beside them).
+        if constants is not None:
+            kwargs["constants"] = constants  # (the wrapped layer's cell refuses them)
+        if isinstance(inputs, (list, tuple)) and initial_state is None:
+            inputs, initial_state = inputs[0], (list(inputs[1:]) or None)
+        if initial_state is None:
+            return super().__call__(inputs, **kwargs)
+        states = _listed(initial_state)
+        if len(states) % 2:
+            raise ValueError(
+                "When passing `initial_state` to a Bidirectional RNN, the state should be a "
+                f"list containing the states of the underlying RNNs. Received: {states}"
+            )
+        keras = {keras_history(t) is not None for t in states}
+        if len(keras) > 1:
+            raise ValueError(
+                "The initial state of a Bidirectional layer cannot be specified with a mix "
+                'of TF-Keras tensors and non-Keras tensors (a "Keras tensor" is a tensor '
+                "that was returned by a TF-Keras layer, or by `Input`)"
+            )
+        if keras == {True}:
+            kwargs.setdefault("constants", None)
+            return super().__call__([inputs, *states], initial_state=None, **kwargs)
+        return super().__call__(inputs, initial_state=states, **kwargs)
+
     def build(self, input_shape) -> None:
         """Build the forward and backward layers, each in its name scope (their calls
         then run in "<name>_1", as Keras' graph names them); with initial states or
@@ -662,12 +690,21 @@ class Bidirectional(Layer):
             return head + [None] * (2 * n)
         return output_mask
 
-    def call(self, inputs, training=None, mask=None):
+    def call(self, inputs, training=None, mask=None, initial_state=None, constants=None):
         kwargs = {} if mask is None else {"mask": mask}
         if training is not None:
             kwargs["training"] = training
-        y = self.forward_layer(inputs, **kwargs)
-        y_rev = self.backward_layer(inputs, **kwargs)
+        if constants is not None:
+            kwargs["constants"] = constants
+        if isinstance(inputs, (list, tuple)):
+            inputs, initial_state = inputs[0], (list(inputs[1:]) or None)
+            if mask is not None:
+                kwargs["mask"] = nest.flatten(mask)[0]
+        half = len(initial_state) // 2 if initial_state else 0
+        forward = {"initial_state": initial_state[:half]} if half else {}
+        backward = {"initial_state": initial_state[half:]} if half else {}
+        y = self.forward_layer(inputs, **kwargs, **forward)
+        y_rev = self.backward_layer(inputs, **kwargs, **backward)
         states = []
         if self.return_state:
             y, states = y[0], y[1:] + y_rev[1:]
