@@ -26,7 +26,7 @@ from asyncflow.keras.serialization import plain, serialize_keras_object
 __all__ = [
     "KERAS_VERSION",
     "first_node_offset",
-    "keyword_tensors",
+    "resolve_tensor_refs",
     "network_config",
     "reconstruct",
     "sequential_config",
@@ -135,7 +135,7 @@ def _made_tensor(ref, created):
     return nest.flatten(inbound._inbound_nodes[node_index].output_tensors)[tensor_index]
 
 
-def keyword_tensors(kwargs: dict, made):
+def resolve_tensor_refs(kwargs: dict, made):
     """A config's call arguments with each tensor reference (at any depth) replaced by
     the tensor `made(ref)` gives, or None when one of them is not made yet.
 
@@ -170,7 +170,7 @@ def _call_node(layer, node_data, created) -> bool:
         if tensor is None:
             return False
         inputs.append(tensor)
-    kwargs = keyword_tensors(kwargs, lambda ref: _made_tensor(ref, created))
+    kwargs = resolve_tensor_refs(kwargs, lambda ref: _made_tensor(ref, created))
     if kwargs is None:
         return False
     layer(inputs[0] if len(inputs) == 1 else inputs, **kwargs)

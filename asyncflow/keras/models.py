@@ -8,9 +8,9 @@ from asyncflow import nest
 from asyncflow.keras.engine import Input, InputLayer, keras_history
 from asyncflow.keras.model_config import (
     first_node_offset,
-    keyword_tensors,
     model_from_config,
     model_from_json,
+    resolve_tensor_refs,
 )
 from asyncflow.keras.saving_api import load_model, save_model
 from asyncflow.keras.training import Model, Sequential
@@ -112,7 +112,7 @@ def _rebuild(model, config, new_layers, input_tensors):
                 continue
             args = [made[ref] for ref in refs]
             kwargs = dict(node[0][3]) if len(node[0]) > 3 and node[0][3] else {}
-            kwargs = keyword_tensors(kwargs, lambda r: made.get((r[0], r[1], r[2])))
+            kwargs = resolve_tensor_refs(kwargs, lambda r: made.get((r[0], r[1], r[2])))
             if kwargs is None:  # (a keyword tensor not made yet)
                 rest.append((name, node_index, node))
                 continue
