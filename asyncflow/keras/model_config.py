@@ -18,7 +18,7 @@ import json
 
 from asyncflow import graph as ops
 from asyncflow import nest
-from asyncflow.keras import layer_configs
+from asyncflow.keras import backend, layer_configs
 from asyncflow.keras.engine import InputLayer, keras_history
 from asyncflow.keras.network import Network
 from asyncflow.keras.serialization import plain, serialize_keras_object
@@ -67,11 +67,18 @@ def _tensor_ref(tensor, kept) -> list:
 def _keyword_refs(arguments, kept) -> dict:
     """A call's keyword arguments with each Keras tensor among them (nested too: an
     Attention's mask list) written as a reference, [layer name, node index, tensor
-    index], as Keras writes them."""
+    index], and any other tensor as its value, as Keras writes them.
+
+    Raises:
+      errors.OpError: the value of a tensor that is not a Keras tensor cannot be
+        computed (a placeholder's), as in TF.
+    """
 
     def ref(value):
-        if isinstance(value, ops.Tensor) and keras_history(value) is not None:
-            return _tensor_ref(value, kept)
+        if isinstance(value, ops.Tensor):
+            if keras_history(value) is not None:
+                return _tensor_ref(value, kept)
+            return backend.get_value(value)
         return value
 
     return nest.map_structure(ref, dict(arguments))
