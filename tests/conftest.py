@@ -64,3 +64,20 @@ def probes():
     p = _Probes()
     yield p
     p.close()
+
+
+@pytest.fixture
+def keras_session():
+    """A fresh graph and Session, installed as Keras' session for the test."""
+    with af.Graph().as_default(), af.Session() as s:
+        af.keras.backend.set_session(s)
+        yield s
+
+
+@pytest.fixture
+def keras_v2_behavior(monkeypatch):
+    """TF 2 behaviour on for the test (as the Keras recorders run TF: a model saved to
+    a directory is a SavedModel), restored after it."""
+    from asyncflow import compat
+
+    monkeypatch.setattr(compat, "_V2_BEHAVIOR", [True])

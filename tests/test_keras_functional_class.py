@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import asyncflow as tf
-from asyncflow import compat
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -26,30 +25,19 @@ import keras_functional_cases as cases  # noqa: E402
 RECORDED = json.loads((FIXTURES / "keras_functional_tf.json").read_text())
 K = tf.keras
 
-pytestmark = pytest.mark.timeout(60)
+# TF 2 behaviour on, as the recorder ran TF; `keras_session` is a fresh graph and Session.
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("keras_v2_behavior")]
 
 
-@pytest.fixture
-def session():
-    with tf.Graph().as_default(), tf.Session() as sess:
-        K.backend.set_session(sess)
-        yield sess
-
-
-@pytest.fixture(autouse=True)
-def _v2_behavior(monkeypatch):
-    monkeypatch.setattr(compat, "_V2_BEHAVIOR", [True])
-
-
-def test_functional_classes_as_tf(session):
-    del session
+def test_functional_classes_as_tf(keras_session):
+    del keras_session
     assert cases.classes(K) == RECORDED["classes"]
 
 
 @pytest.mark.parametrize("who", ["tf", "af"])
-def test_h5_loads_as_functional(session, who):
+def test_h5_loads_as_functional(keras_session, who):
     """The h5 file of either library loads as TF loads it (TF loads asyncflow's too)."""
-    del session
+    del keras_session
     want = RECORDED[f"{who}_h5"]
     assert RECORDED["af_h5"]["type"] == RECORDED["tf_h5"]["type"] == "Functional"
     got = cases.loaded(K, str(FIXTURES / "keras_functional" / f"{who}_fn.h5"))
@@ -57,11 +45,11 @@ def test_h5_loads_as_functional(session, who):
     assert got == {k: v for k, v in want.items() if k != "predict"}
 
 
-def test_saved_files_name_the_class_functional(session, tmp_path):
+def test_saved_files_name_the_class_functional(keras_session, tmp_path):
     """asyncflow's h5 and SavedModel of a functional model name its class "Functional"
     (TF's load_model of the SavedModel made a Functional: RECORDED["af_sm"]), and load
     back as one."""
-    del session
+    del keras_session
     import h5py
 
     model = cases.functional(K)

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import asyncflow as tf
-from asyncflow import compat
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -23,19 +22,8 @@ import keras_kwcall_cases as cases  # noqa: E402
 RECORDED = json.loads((FIXTURES / "keras_kwcall_tf.json").read_text())
 K = tf.keras
 
-pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def session():
-    with tf.Graph().as_default(), tf.Session() as sess:
-        K.backend.set_session(sess)
-        yield sess
-
-
-@pytest.fixture(autouse=True)
-def _v2_behavior(monkeypatch):
-    monkeypatch.setattr(compat, "_V2_BEHAVIOR", [True])
+# TF 2 behaviour on, as the recorder ran TF; `keras_session` is a fresh graph and Session.
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("keras_v2_behavior")]
 
 
 def _close(got, want) -> None:
@@ -43,9 +31,9 @@ def _close(got, want) -> None:
 
 
 @pytest.mark.parametrize("case", cases.CASES)
-def test_config_writes_keyword_tensors_as_tf(session, case):
+def test_config_writes_keyword_tensors_as_tf(keras_session, case):
     """MHA(x, y, y) is written [["x", 0, 0, {"value": ["y", 0, 0], "key": [...]}]]."""
-    del session
+    del keras_session
     model = cases.build(K, case)
     want = RECORDED[case]
     assert cases.inbound(json.loads(model.to_json())) == cases.inbound(want["json"])
@@ -64,9 +52,9 @@ def test_tf_loads_asyncflows_saved_models(case):
 
 
 @pytest.mark.parametrize("case", cases.CASES)
-def test_model_from_tf_json(session, case):
+def test_model_from_tf_json(keras_session, case):
     """TF's JSON rebuilds: the keyword references become the call's tensors."""
-    del session
+    del keras_session
     want = RECORDED[case]
     model = K.models.model_from_json(json.dumps(want["json"]))
     assert cases.inbound(json.loads(model.to_json())) == cases.inbound(want["json"])
@@ -74,10 +62,10 @@ def test_model_from_tf_json(session, case):
     _close(model.predict(cases.feeds(case)), want["predict"])
 
 
-def test_model_from_config_of_positional_inputs(session):
+def test_model_from_config_of_positional_inputs(keras_session):
     """A config of asyncflow's earlier form, MHA's inputs as one list of positional
     references, still rebuilds (and is written back in Keras' form)."""
-    del session
+    del keras_session
     want = RECORDED["qvk"]["json"]
     old = copy.deepcopy(want)
     mha = next(layer for layer in old["config"]["layers"] if layer["name"] == "mha")
@@ -86,8 +74,8 @@ def test_model_from_config_of_positional_inputs(session):
     assert cases.inbound(json.loads(model.to_json())) == cases.inbound(want)
 
 
-def test_keyword_reference_to_an_unknown_layer(session):
-    del session
+def test_keyword_reference_to_an_unknown_layer(keras_session):
+    del keras_session
     bad = copy.deepcopy(RECORDED["qv"]["json"])
     mha = next(layer for layer in bad["config"]["layers"] if layer["name"] == "mha")
     mha["inbound_nodes"][0][0][3]["value"] = ["nowhere", 0, 0]
@@ -96,9 +84,9 @@ def test_keyword_reference_to_an_unknown_layer(session):
 
 
 @pytest.mark.parametrize("suffix", [".h5", ""])
-def test_saved_and_loaded_back(session, tmp_path, suffix):
+def test_saved_and_loaded_back(keras_session, tmp_path, suffix):
     """asyncflow's own h5 file and SavedModel of MHA(x, y, y) load back and predict."""
-    del session
+    del keras_session
     model = cases.build(K, "qvk")
     path = str(tmp_path / f"m{suffix}")
     model.save(path)

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 import asyncflow as tf
-from asyncflow import compat
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -29,19 +28,8 @@ import keras_revive_layers_cases as cases  # noqa: E402
 RECORDED = json.loads((FIXTURES / "keras_revive_layers_tf.json").read_text())
 K = tf.keras
 
-pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def session():
-    with tf.Graph().as_default(), tf.Session() as sess:
-        K.backend.set_session(sess)
-        yield sess
-
-
-@pytest.fixture(autouse=True)
-def _v2_behavior(monkeypatch):
-    monkeypatch.setattr(compat, "_V2_BEHAVIOR", [True])
+# TF 2 behaviour on, as the recorder ran TF; `keras_session` is a fresh graph and Session.
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("keras_v2_behavior")]
 
 
 def _same(got, want, where="") -> None:
@@ -71,10 +59,10 @@ LOADS = [(case, who) for case, (paths, _) in sorted(cases.CASES.items()) for who
 
 
 @pytest.mark.parametrize(("case", "who"), LOADS)
-def test_revived_model_as_tf_sees_it(session, case, who):
+def test_revived_model_as_tf_sees_it(keras_session, case, who):
     """Class names, weights, configs, parameter counts, get_layer, the layers' values
     and calls, and the summary text: TF's for the same SavedModel."""
-    del session
+    del keras_session
     got = json.loads(json.dumps(cases.describe(K, _load(case, who), case)))
     want = RECORDED[f"{who}_{case}"]
     want = {k: v for k, v in want.items() if k != "predict"}
@@ -83,14 +71,14 @@ def test_revived_model_as_tf_sees_it(session, case, who):
 
 @pytest.mark.parametrize("who", ["tf", "af"])
 @pytest.mark.parametrize("case", cases.SAVED)
-def test_revived_model_predicts_as_saved(session, case, who):
-    del session
+def test_revived_model_predicts_as_saved(keras_session, case, who):
+    del keras_session
     got = _load(case, who).predict(cases.inputs(case))
     np.testing.assert_allclose(got, RECORDED[f"{case}_predict"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got, RECORDED[f"{who}_{case}"]["predict"], rtol=1e-5, atol=1e-6)
 
 
-def test_revived_layers_hold_the_models_variables(session):
+def test_revived_layers_hold_the_models_variables(keras_session):
     """A layer's weights are the very variables the revived model computes with: setting
     a layer's weights changes the model's predictions."""
     model = _load("sub", "tf")
@@ -109,15 +97,15 @@ def test_revived_layers_hold_the_models_variables(session):
     (s,) = scale.get_weights()
     want = ((1.0 - mean) / np.sqrt(var + 1e-3) * gamma + beta) * s
     np.testing.assert_allclose(got, np.broadcast_to(want, got.shape), rtol=1e-5)
-    del session
+    del keras_session
 
 
 @pytest.mark.parametrize("who", ["tf", "af"])
 @pytest.mark.parametrize("case", cases.SAVED)
-def test_one_variable_per_saved_weight(session, case, who):
+def test_one_variable_per_saved_weight(keras_session, case, who):
     """The layers hold the model's variables (no copies made beside them: the graph's
     global variables are the model's weights)."""
-    del session
+    del keras_session
     model = _load(case, who)
     weights = model.weights
     assert sorted(map(id, tf.global_variables())) == sorted(map(id, weights))
@@ -125,10 +113,10 @@ def test_one_variable_per_saved_weight(session, case, who):
         assert all(any(w is v for v in weights) for w in layer.weights)
 
 
-def test_revived_layer_classes(session):
+def test_revived_layer_classes(keras_session):
     """Dense and BatchNormalization rebuilt from their configs (Keras' classes); the
     custom layer a generic revived layer named as its class, called by its saved call."""
-    del session
+    del keras_session
     model = _load("sub", "af")
     dense, bn, scale = model.layers
     assert type(dense) is K.layers.Dense and type(bn) is K.layers.BatchNormalization
@@ -142,10 +130,10 @@ def test_revived_layer_classes(session):
         scale(K.backend.constant(np.ones((2, 4), np.float32)))
 
 
-def test_layer_saved_without_its_call(session):
+def test_layer_saved_without_its_call(keras_session):
     """A layer saved without a traced call (an older asyncflow's subclassed model) is
     revived generically, as TF revives it, and calling it is TF's ValueError."""
-    del session
+    del keras_session
     model = _load("old", "af")
     dense = model.get_layer("dense")
     assert type(dense).__name__ == "Dense" and not isinstance(dense, K.layers.Dense)
@@ -158,11 +146,11 @@ def test_layer_saved_without_its_call(session):
 
 @pytest.mark.parametrize("who", ["tf", "af"])
 @pytest.mark.parametrize("case", ["comp", "fncomp"])
-def test_revived_layers_holding_layers(session, case, who):
+def test_revived_layers_holding_layers(keras_session, case, who):
     """Known wrappers revived as their classes, their layers (an RNN's cell too) on the
     saved variables; the custom layer generic, holding its revived Dense layers, its
     weights theirs."""
-    del session
+    del keras_session
     model = _load(case, who)
     block, td, bi = (model.get_layer(n) for n in ("block", "td", "bi"))
     assert type(block).__name__ == "Block" and not isinstance(block, K.layers.Dense)
@@ -184,11 +172,11 @@ def test_revived_layers_holding_layers(session, case, who):
     np.testing.assert_array_equal(got, np.zeros((2, 4, 2), np.float32))
 
 
-def test_checkpoint_keys_of_layers_holding_layers(session, tmp_path):
+def test_checkpoint_keys_of_layers_holding_layers(keras_session, tmp_path):
     """save_weights keys a layer's sublayers by the attributes holding them
     ("layer_with_weights-2/forward_layer/cell/kernel"), as TF; TF's own checkpoint of
     the model (its SavedModel's variables) loads by them."""
-    del session
+    del keras_session
     model = cases.build(K, "fncomp")
     model.save_weights(str(tmp_path / "w"))
     assert (
@@ -227,7 +215,7 @@ def _old_checkpoint_model():
     return model, [np.asarray(v) for v in old.fill(old.build())]
 
 
-def test_load_weights_of_a_checkpoint_in_the_old_layout(session, tmp_path):
+def test_load_weights_of_a_checkpoint_in_the_old_layout(keras_session, tmp_path):
     # keras_old_ckpt/weights: save_weights by asyncflow before b237f74, which keyed an
     # RNN's, a TimeDistributed's and a custom layer's weights under the layer itself
     # ("layer_with_weights-0/kernel"); they restore by those keys.
@@ -245,9 +233,9 @@ def test_load_weights_of_a_checkpoint_in_the_old_layout(session, tmp_path):
     assert "layer_with_weights-4/inner/kernel/.ATTRIBUTES/VARIABLE_VALUE" in names
 
 
-def test_checkpoint_restore_of_the_old_layout(session):
+def test_checkpoint_restore_of_the_old_layout(keras_session):
     """tf.train.Checkpoint(model=...) of keras_old_ckpt/tckpt (old keys) restores."""
-    del session
+    del keras_session
     model, want = _old_checkpoint_model()
     status = tf.train.Checkpoint(model=model).restore(str(FIXTURES / "keras_old_ckpt/tckpt"))
     status.assert_nontrivial_match().run_restore_ops()

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import asyncflow as tf
-from asyncflow import compat
 from asyncflow.protos.saved_metadata_pb2 import SavedMetadata
 from asyncflow.protos.saved_model_pb2 import SavedModel
 
@@ -30,19 +29,8 @@ RECORDED = json.loads((FIXTURES / "keras_savedmodel_tf.json").read_text())
 SAVED = FIXTURES / "keras_savedmodel"
 K = tf.keras
 
-pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def session():
-    with tf.Graph().as_default(), tf.Session() as sess:
-        K.backend.set_session(sess)
-        yield sess
-
-
-@pytest.fixture(autouse=True)
-def _v2_behavior(monkeypatch):
-    monkeypatch.setattr(compat, "_V2_BEHAVIOR", [True])
+# TF 2 behaviour on, as the recorder ran TF; `keras_session` is a fresh graph and Session.
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("keras_v2_behavior")]
 
 
 def _predict(model, case):
@@ -72,13 +60,13 @@ def _object_graph(path):
 
 
 @pytest.mark.parametrize("case", cases.CASES)
-def test_tf_savedmodel_loads_with_tf_predictions(session, case):
+def test_tf_savedmodel_loads_with_tf_predictions(keras_session, case):
     model = K.models.load_model(str(SAVED / f"tf_{case}"))
     _close(_predict(model, case), RECORDED[case]["predict"])
     assert len(model.weights) == len(cases.build(K, case).weights)
 
 
-def test_tf_savedmodel_compile_restores_training_config(session):
+def test_tf_savedmodel_compile_restores_training_config(keras_session):
     model = K.models.load_model(str(SAVED / "tf_seq"))
     assert type(model.optimizer).__name__ == "SGD"
     assert np.isclose(model.optimizer.get_config()["learning_rate"], 0.1)
@@ -88,7 +76,7 @@ def test_tf_savedmodel_compile_restores_training_config(session):
     model.fit(cases.X_SEQ, y, epochs=1, verbose=0)
 
 
-def test_tf_savedmodel_compile_false_and_uncompiled(session, caplog):
+def test_tf_savedmodel_compile_false_and_uncompiled(keras_session, caplog):
     model = K.models.load_model(str(SAVED / "tf_fn"), compile=False)
     assert model.optimizer is None
     model = K.models.load_model(str(SAVED / "tf_cnn"))
@@ -100,7 +88,7 @@ def test_tf_savedmodel_compile_false_and_uncompiled(session, caplog):
 
 
 @pytest.mark.parametrize("case", cases.CASES)
-def test_our_savedmodel_matches_what_tf_loaded(session, case, tmp_path):
+def test_our_savedmodel_matches_what_tf_loaded(keras_session, case, tmp_path):
     model = cases.build(K, case)
     want = _predict(model, case)
     # TF 2.21 loaded the committed af_<case> (written by this code) and predicted these:
@@ -121,7 +109,7 @@ def test_our_savedmodel_matches_what_tf_loaded(session, case, tmp_path):
 
 
 @pytest.mark.parametrize("case", cases.CASES)
-def test_our_savedmodel_round_trip(session, case, tmp_path):
+def test_our_savedmodel_round_trip(keras_session, case, tmp_path):
     model = cases.build(K, case)
     want = _predict(model, case)
     model.save(str(tmp_path / "m"), save_format="tf")
@@ -136,14 +124,14 @@ def test_our_savedmodel_round_trip(session, case, tmp_path):
 
 
 @pytest.mark.parametrize("case", cases.CASES)
-def test_committed_af_savedmodel_loads_here(session, case):
+def test_committed_af_savedmodel_loads_here(keras_session, case):
     loaded = K.models.load_model(str(SAVED / f"af_{case}"))
     _close(_predict(loaded, case), RECORDED[case]["predict"])
 
 
 @pytest.mark.parametrize("who", ["tf", "af"])
 @pytest.mark.parametrize("case", cases.CASES)
-def test_serving_signature_as_tf(session, who, case):
+def test_serving_signature_as_tf(keras_session, who, case):
     rec = RECORDED["serving"][f"{who}_{case}"]
     mg = _object_graph(SAVED / f"{who}_{case}")
     sig = mg.signature_def["serving_default"]
@@ -153,13 +141,13 @@ def test_serving_signature_as_tf(session, who, case):
     fn = loaded.signatures["serving_default"]
     feeds = {n: tf.constant(x) for n, x in zip(rec["inputs"], cases.inputs(case), strict=True)}
     outputs = fn(**feeds)
-    session.run(tf.global_variables_initializer())  # (restores the saved values)
-    got = session.run(outputs)
+    keras_session.run(tf.global_variables_initializer())  # (restores the saved values)
+    got = keras_session.run(outputs)
     for key, want in rec["outputs"].items():
         np.testing.assert_allclose(got[key], np.array(want, np.float32), rtol=1e-5, atol=1e-6)
 
 
-def test_keras_object_graph_as_tf(session, tmp_path):
+def test_keras_object_graph_as_tf(keras_session, tmp_path):
     """The model's layers are its children "layer_with_weights-k" and "layer-k", with
     Keras' identifiers, as in TF's SavedModel; the variables keep TF's keys."""
     cases.build(K, "seq").save(str(tmp_path / "m"))
@@ -184,7 +172,7 @@ def test_keras_object_graph_as_tf(session, tmp_path):
     assert theirs_md == ours_md
 
 
-def test_save_model_api_and_v1_default_format(session, tmp_path):
+def test_save_model_api_and_v1_default_format(keras_session, tmp_path):
     model = cases.build(K, "cnn")
     K.models.save_model(model, str(tmp_path / "a"), save_format="tf")
     assert (tmp_path / "a" / "keras_metadata.pb").is_file()
@@ -198,7 +186,7 @@ def test_save_model_api_and_v1_default_format(session, tmp_path):
     assert (tmp_path / "c" / "saved_model.pb").is_file()
 
 
-def test_include_optimizer_false_has_no_training_config(session, tmp_path):
+def test_include_optimizer_false_has_no_training_config(keras_session, tmp_path):
     cases.build(K, "seq").save(str(tmp_path / "m"), include_optimizer=False)
     root = json.loads(_metadata(tmp_path / "m").nodes[0].metadata)
     assert "training_config" not in root
@@ -210,28 +198,28 @@ def test_include_optimizer_false_has_no_training_config(session, tmp_path):
 # -- errors ------------------------------------------------------------------------------
 
 
-def test_plain_savedmodel_directory_is_refused(session, tmp_path):
+def test_plain_savedmodel_directory_is_refused(keras_session, tmp_path):
     shutil.copytree(SAVED / "tf_seq", tmp_path / "m")
     os.remove(tmp_path / "m" / "keras_metadata.pb")
     with pytest.raises(NotImplementedError, match="keras_metadata.pb"):
         K.models.load_model(str(tmp_path / "m"))
 
 
-def test_corrupt_metadata_is_a_value_error(session, tmp_path):
+def test_corrupt_metadata_is_a_value_error(keras_session, tmp_path):
     shutil.copytree(SAVED / "tf_seq", tmp_path / "m")
     (tmp_path / "m" / "keras_metadata.pb").write_bytes(b"\xff\xff\xff")
     with pytest.raises(ValueError, match="keras_metadata.pb"):
         K.models.load_model(str(tmp_path / "m"))
 
 
-def test_missing_variables_is_not_found(session, tmp_path):
+def test_missing_variables_is_not_found(keras_session, tmp_path):
     shutil.copytree(SAVED / "tf_seq", tmp_path / "m")
     shutil.rmtree(tmp_path / "m" / "variables")
     with pytest.raises(tf.errors.NotFoundError):
         K.models.load_model(str(tmp_path / "m"))
 
 
-def test_unbuilt_subclassed_model_cannot_be_saved(session, tmp_path):
+def test_unbuilt_subclassed_model_cannot_be_saved(keras_session, tmp_path):
     class Sub(K.Model):
         def __init__(self):
             super().__init__()

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import asyncflow as tf
-from asyncflow import compat
 from asyncflow.protos.saved_metadata_pb2 import SavedMetadata
 from asyncflow.protos.saved_model_pb2 import SavedModel
 
@@ -32,19 +31,8 @@ BASE_RECORDED = json.loads((FIXTURES / "keras_savedmodel_tf.json").read_text())
 SAVED = FIXTURES / "keras_savedmodel_more"
 K = tf.keras
 
-pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def session():
-    with tf.Graph().as_default(), tf.Session() as sess:
-        K.backend.set_session(sess)
-        yield sess
-
-
-@pytest.fixture(autouse=True)
-def _v2_behavior(monkeypatch):
-    monkeypatch.setattr(compat, "_V2_BEHAVIOR", [True])
+# TF 2 behaviour on, as the recorder ran TF; `keras_session` is a fresh graph and Session.
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("keras_v2_behavior")]
 
 
 def _close(got, want, rtol=1e-5):
@@ -83,7 +71,7 @@ def test_tf_plain_load_calls_af_model_as_its_own(case):
 
 @pytest.mark.parametrize("who", ["tf", "af"])
 @pytest.mark.parametrize("case", ["seq", "fn"])
-def test_load_v2_object_is_callable(session, who, case):
+def test_load_v2_object_is_callable(keras_session, who, case):
     """asyncflow's tf.saved_model.load_v2 of either Keras SavedModel: the model object is
     callable (its `__call__` function), training defaulting to False."""
     loaded = tf.saved_model.load_v2(str(FIXTURES / "keras_savedmodel" / f"{who}_{case}"))
@@ -92,16 +80,16 @@ def test_load_v2_object_is_callable(session, who, case):
     outputs, losses = loaded.keras_api.call_and_return_conditional_losses(
         xs[0] if len(xs) == 1 else xs, training=False
     )
-    session.run(tf.global_variables_initializer())
-    got = session.run(nest_list(out))
+    keras_session.run(tf.global_variables_initializer())
+    got = keras_session.run(nest_list(out))
     for g, w in zip(got, BASE_RECORDED[case]["predict"], strict=True):
         _close(g, w)
-    for g, w in zip(session.run(nest_list(outputs)), got, strict=True):
+    for g, w in zip(keras_session.run(nest_list(outputs)), got, strict=True):
         _close(g, w)
     assert losses == []
 
 
-def test_call_functions_as_tf(session, tmp_path):
+def test_call_functions_as_tf(keras_session, tmp_path):
     """The root's and each layer's children, their functions' argument specs and traces,
     the root's keras_api (with the compiled metric) are TF's."""
     base.build(K, "seq").save(str(tmp_path / "m"))
@@ -167,14 +155,14 @@ def test_call_functions_as_tf(session, tmp_path):
 # -- subclassed models: revived from the traced call, both ways -----------------------------
 
 
-def test_tf_subclassed_savedmodel_revives(session):
+def test_tf_subclassed_savedmodel_revives(keras_session):
     model = K.models.load_model(str(SAVED / "tf_sub"))
     assert type(model).__name__ == RECORDED["sub"]["tf_loaded"]["class"] == "Sub"
     _close(model.predict(cases.X_SUB), RECORDED["sub"]["predict"])
     assert len(model.weights) == RECORDED["sub"]["tf_loaded"]["weights"]
 
 
-def test_tf_subclassed_savedmodel_with_custom_class_keeps_weights(session):
+def test_tf_subclassed_savedmodel_with_custom_class_keeps_weights(keras_session):
     """TF's subclassed model's config is {}: given the class, the model is still revived
     from the traced call (asyncflow does not restore a rebuilt one by its object graph),
     with the saved weights."""
@@ -182,7 +170,7 @@ def test_tf_subclassed_savedmodel_with_custom_class_keeps_weights(session):
     _close(model.predict(cases.X_SUB), RECORDED["sub"]["predict"])
 
 
-def test_revived_model_trains_as_the_original(session):
+def test_revived_model_trains_as_the_original(keras_session):
     """The revived model's weights are the saved variables, trained through the restored
     call: its SGD losses are those of the same model built in code (TF 2.21 cannot train
     a revived model in graph mode: the gradient of its restored call fails)."""
@@ -200,7 +188,7 @@ def test_revived_model_trains_as_the_original(session):
         ]
 
 
-def test_af_subclassed_savedmodel_as_tf(session, tmp_path):
+def test_af_subclassed_savedmodel_as_tf(keras_session, tmp_path):
     """Our subclassed model's SavedModel: TF's keys and object layout, loaded here and (as
     recorded) by TF's load_model and plain load with the model's predictions."""
     model = cases.build(K, "sub")
@@ -228,7 +216,7 @@ def test_af_subclassed_savedmodel_as_tf(session, tmp_path):
         _close(got, RECORDED["sub"]["predict"])
 
 
-def test_tf_savedmodel_without_config_is_revived(session, tmp_path):
+def test_tf_savedmodel_without_config_is_revived(keras_session, tmp_path):
     """A model saved without its config is revived from its traced call, though its
     class is known: TF's seq SavedModel with the config removed from its metadata."""
     shutil.copytree(FIXTURES / "keras_savedmodel" / "tf_seq", tmp_path / "m")
@@ -245,7 +233,7 @@ def test_tf_savedmodel_without_config_is_revived(session, tmp_path):
     assert model.optimizer is not None  # (compiled from the training config)
 
 
-def test_revive_without_traced_call_is_a_value_error(session, tmp_path):
+def test_revive_without_traced_call_is_a_value_error(keras_session, tmp_path):
     shutil.copytree(SAVED / "tf_sub", tmp_path / "m")
     sm = SavedModel()
     sm.ParseFromString((tmp_path / "m" / "saved_model.pb").read_bytes())
@@ -262,7 +250,7 @@ def test_revive_without_traced_call_is_a_value_error(session, tmp_path):
 # -- the optimizer's state ------------------------------------------------------------------
 
 
-def test_optimizer_state_saved_as_tf_and_load_model_trains_as_tf(session, tmp_path):
+def test_optimizer_state_saved_as_tf_and_load_model_trains_as_tf(keras_session, tmp_path):
     """Adam's iterations, hyperparameters and slots are saved under TF's keys; after
     load_model the weights are restored and the optimizer starts afresh (iterations 0,
     zero slots), as TF's load_model of a SavedModel does: TF's losses step by step."""
@@ -287,7 +275,7 @@ def test_optimizer_state_saved_as_tf_and_load_model_trains_as_tf(session, tmp_pa
     _close(rec["af_loaded"]["train"], rec["tf_loaded"]["train"], rtol=1e-5)
 
 
-def test_optimizer_slots_in_object_graph(session, tmp_path):
+def test_optimizer_slots_in_object_graph(keras_session, tmp_path):
     """The optimizer node lists its slot variables (m, v per weight) as TF's does."""
     model = cases.build(K, "adam")
     cases.train(model, 1)
@@ -306,7 +294,7 @@ def test_optimizer_slots_in_object_graph(session, tmp_path):
     assert slots(_object_graph(tmp_path / "m")) == slots(_object_graph(SAVED / "tf_adam"))
 
 
-def test_include_optimizer_false_writes_no_optimizer(session, tmp_path):
+def test_include_optimizer_false_writes_no_optimizer(keras_session, tmp_path):
     model = cases.build(K, "adam")
     cases.train(model, 1)
     model.save(str(tmp_path / "m"), include_optimizer=False)

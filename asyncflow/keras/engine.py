@@ -69,6 +69,22 @@ class Node:
         self.output_tensors = output_tensors
         self.arguments = arguments
 
+    @property
+    def keyword_tensors(self) -> list:
+        """The Keras tensors among the call's keyword arguments (a MultiHeadAttention's
+        attention_mask, an Attention's mask list, a custom layer's tensor argument):
+        Keras links the call to the layers that made them, as to its inputs."""
+        return [
+            t
+            for t in nest.flatten(self.arguments)
+            if isinstance(t, ops.Tensor) and keras_history(t) is not None
+        ]
+
+    @property
+    def keras_inputs(self) -> list:
+        """Every Keras tensor the call took: its inputs, then its keyword tensors."""
+        return nest.flatten(self.input_tensors) + self.keyword_tensors
+
 
 # Layer class -> its config spec (keras/layer_configs.py fills this, one table for all
 # of Keras' layers); get_config/from_config use the spec of the nearest class in the MRO.

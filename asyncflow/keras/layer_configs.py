@@ -137,6 +137,17 @@ class _TransposeSpec(_Spec):
         return out
 
 
+class _RNNSpec(_Spec):
+    """RNN: its cell and flags, and `num_constants` once a call gave it constants (Keras'
+    from_config reads it back, so that the rebuilt call splits its inputs alike)."""
+
+    def config(self, layer) -> dict:
+        out = super().config(layer)
+        if layer._num_constants:
+            out["num_constants"] = layer._num_constants
+        return out
+
+
 class _RNNLayerSpec(_Spec):
     """SimpleRNN/LSTM/GRU: the cell's config (without its name) and the RNN's flags."""
 
@@ -329,7 +340,7 @@ _SPECS = {
         *_CELL, "recurrent_activation", "unit_forget_bias", "implementation"
     ),  # fmt: skip
     recurrent.GRUCell: _Spec(*_CELL, "recurrent_activation", "implementation", "reset_after"),
-    recurrent.RNN: _Spec("cell", computed=_RNN_FLAGS, nested=("cell",)),
+    recurrent.RNN: _RNNSpec("cell", computed=_RNN_FLAGS, nested=("cell",)),
     recurrent.SimpleRNN: _RNNLayerSpec(),
     recurrent.LSTM: _RNNLayerSpec(),
     recurrent.GRU: _RNNLayerSpec(),

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 
+from asyncflow import graph as ops
 from asyncflow import nest
-from asyncflow.keras import layer_configs
+from asyncflow.keras import backend, layer_configs
 from asyncflow.keras.engine import InputLayer, keras_history
 from asyncflow.keras.network import Network
 from asyncflow.keras.serialization import plain, serialize_keras_object
@@ -25,6 +26,7 @@ from asyncflow.keras.serialization import plain, serialize_keras_object
 __all__ = [
     "KERAS_VERSION",
     "first_node_offset",
+    "resolve_tensor_refs",
     "network_config",
     "reconstruct",
     "sequential_config",
@@ -62,6 +64,26 @@ def _tensor_ref(tensor, kept) -> list:
     return [layer.name, kept[id(layer)][id(node)], tensor_index]
 
 
+def _keyword_refs(arguments, kept) -> dict:
+    """A call's keyword arguments with each Keras tensor among them (nested too: an
+    Attention's mask list) written as a reference, [layer name, node index, tensor
+    index], and any other tensor as its value, as Keras writes them.
+
+    Raises:
+      errors.OpError: the value of a tensor that is not a Keras tensor cannot be
+        computed (a placeholder's), as in TF.
+    """
+
+    def ref(value):
+        if isinstance(value, ops.Tensor):
+            if keras_history(value) is not None:
+                return _tensor_ref(value, kept)
+            return backend.get_value(value)
+        return value
+
+    return nest.map_structure(ref, dict(arguments))
+
+
 def network_config(model) -> dict:
     """A functional model's config: name, trainable, layers (with inbound nodes),
     input_layers, output_layers."""
@@ -74,7 +96,7 @@ def network_config(model) -> dict:
             for node in layer._inbound_nodes:
                 if id(node) not in in_model:
                     continue
-                kwargs = plain(dict(node.arguments))
+                kwargs = plain(_keyword_refs(node.arguments, kept))
                 inputs = nest.flatten(node.input_tensors)
                 keywords = getattr(layer, "_tensor_keywords", ())
                 if keywords and isinstance(node.input_tensors, (list, tuple)):
@@ -120,6 +142,31 @@ def _made_tensor(ref, created):
     return nest.flatten(inbound._inbound_nodes[node_index].output_tensors)[tensor_index]
 
 
+def resolve_tensor_refs(kwargs: dict, made):
+    """A config's call arguments with each tensor reference (at any depth) replaced by
+    the tensor `made(ref)` gives, or None when one of them is not made yet.
+
+    Raises:
+      ValueError: a reference to a layer the config does not have (from `made`).
+    """
+    missing = []
+
+    def tensor(value):
+        if isinstance(value, (list, tuple)) and not _is_tensor_ref(value):
+            return [tensor(v) for v in value]
+        if isinstance(value, dict):
+            return {k: tensor(v) for k, v in value.items()}
+        if not _is_tensor_ref(value):
+            return value
+        out = made(value)
+        if out is None:
+            missing.append(value)
+        return out
+
+    out = {word: tensor(value) for word, value in kwargs.items()}
+    return None if missing else out
+
+
 def _call_node(layer, node_data, created) -> bool:
     """Replay one call of `layer`; False when an input is not made yet."""
     inputs, kwargs = [], {}
@@ -130,12 +177,9 @@ def _call_node(layer, node_data, created) -> bool:
         if tensor is None:
             return False
         inputs.append(tensor)
-    for word, value in kwargs.items():
-        if _is_tensor_ref(value):
-            tensor = _made_tensor(value, created)
-            if tensor is None:
-                return False
-            kwargs[word] = tensor
+    kwargs = resolve_tensor_refs(kwargs, lambda ref: _made_tensor(ref, created))
+    if kwargs is None:
+        return False
     layer(inputs[0] if len(inputs) == 1 else inputs, **kwargs)
     return True
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from asyncflow import nest
 from asyncflow.keras.engine import Input, InputLayer, keras_history
-from asyncflow.keras.model_config import first_node_offset, model_from_config, model_from_json
+from asyncflow.keras.model_config import (
+    first_node_offset,
+    model_from_config,
+    model_from_json,
+    resolve_tensor_refs,
+)
 from asyncflow.keras.saving_api import load_model, save_model
 from asyncflow.keras.training import Model, Sequential
 
@@ -107,6 +112,10 @@ def _rebuild(model, config, new_layers, input_tensors):
                 continue
             args = [made[ref] for ref in refs]
             kwargs = dict(node[0][3]) if len(node[0]) > 3 and node[0][3] else {}
+            kwargs = resolve_tensor_refs(kwargs, lambda r: made.get((r[0], r[1], r[2])))
+            if kwargs is None:  # (a keyword tensor not made yet)
+                rest.append((name, node_index, node))
+                continue
             out = new_layers[name](args[0] if len(args) == 1 else args, **kwargs)
             index = node_index + first_node_offset(new_layers[name])
             for t_index, t in enumerate(nest.flatten(out)):

@@ -2,8 +2,9 @@
 order, re-applying them to new inputs, and `summary()`.
 
 The layers are found by walking the call history (engine.keras_history) back from the
-outputs; they are ordered by depth (inputs first), ties by the order that walk first
-met them, which is Keras' `model.layers` order.
+outputs, through each call's inputs and the tensors among its keyword arguments; they
+are ordered by depth (inputs first), ties by the order that walk first met them, which
+is Keras' `model.layers` order.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _parents(node) -> list:
     if isinstance(node.layer, InputLayer):
         return []
     out = []
-    for t in nest.flatten(node.input_tensors):
+    for t in node.keras_inputs:
         parent = _node_of(t)
         if parent is not None:
             out.append(parent)
@@ -64,7 +65,7 @@ def map_graph(inputs, outputs):
         layer_index.setdefault(node.layer, len(layer_index))
         in_progress.add(id(node))
         if not isinstance(node.layer, InputLayer):
-            for t in nest.flatten(node.input_tensors):
+            for t in node.keras_inputs:
                 source = _node_of(t)
                 if (
                     source is not None
@@ -202,7 +203,11 @@ class Network(Layer):
             if isinstance(node.layer, InputLayer):
                 continue
             args = nest.map_structure(lambda t: values[id(t)], node.input_tensors)
-            kwargs = dict(node.arguments)
+            # (keyword tensors from the layer graph are replaced too: an attention mask)
+            kwargs = nest.map_structure(
+                lambda v: values.get(id(v), v) if isinstance(v, ops.Tensor) else v,
+                dict(node.arguments),
+            )
             if training is not None and "training" in _call_args(node.layer):
                 kwargs["training"] = training
             out = node.layer(args, **kwargs)
@@ -282,7 +287,7 @@ class Network(Layer):
                 for node in layer._inbound_nodes:
                     if id(node) not in node_ids or isinstance(layer, InputLayer):
                         continue
-                    for t in nest.flatten(node.input_tensors):
+                    for t in node.keras_inputs:
                         lyr, ni, ti = keras_history(t)
                         links.append(f"{lyr.name}[{ni}][{ti}]")
                 fields.append(links)

@@ -16,6 +16,8 @@ too, as Keras' state_updates).
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from asyncflow import graph as ops
@@ -336,20 +338,31 @@ class StackedRNNCells(Layer):
         return inputs, new_states
 
 
+def _listed(value) -> list:
+    """A call's initial_state or constants as a list ([] for None)."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 class RNN(Layer):
     """Runs `cell` over the time axis (axis 1) of (batch, time, features) inputs; with a
     mask, masked steps keep the previous state (rnn_loop).  `stateful=True` keeps the
     final states of each batch in variables as the next batch's initial states, until
-    `reset_states()`.
+    `reset_states()`.  `constants` given to a call reach the cell's call at every step
+    (`cell.call(inputs, states, constants=...)`).
 
     Raises:
       ValueError: (at the first call) inputs not of rank 3, `unroll` with an unknown
-        number of time steps, or `stateful` without a known batch size.
+        number of time steps, `stateful` without a known batch size, or constants for a
+        cell whose call does not take them.
     """
 
     def __init__(self, cell, return_sequences=False, return_state=False, go_backwards=False,
                  stateful=False, unroll=False, time_major=False, **kwargs):  # fmt: skip
         zero_output_for_mask = kwargs.pop("zero_output_for_mask", False)
+        # (a config's key, as Keras' from_config reads it: set by a call with constants)
+        self._num_constants = kwargs.pop("num_constants", None) or 0
         super().__init__(**kwargs)
         if isinstance(cell, (list, tuple)):
             cell = StackedRNNCells(cell)
@@ -386,18 +399,32 @@ class RNN(Layer):
     def _state_sizes(self) -> list:
         return nest.flatten(self.cell.state_size)  # (stacked cells' sizes nest)
 
-    def __call__(self, inputs, initial_state=None, **kwargs):
-        # Initial states that are Keras tensors join the inputs ([inputs, *states]), so
-        # the layer graph (and a model's layers and weights) reaches what made them.
-        if isinstance(inputs, (list, tuple)) and initial_state is None and len(inputs) > 1:
-            inputs, initial_state = inputs[0], list(inputs[1:])
-        if initial_state is not None:
-            states = list(initial_state) if isinstance(initial_state, (list, tuple)) else \
-                [initial_state]  # fmt: skip
-            if all(keras_history(t) is not None for t in states):
-                return super().__call__([inputs, *states], **kwargs)
+    def __call__(self, inputs, initial_state=None, constants=None, **kwargs):
+        # Initial states and constants that are Keras tensors join the inputs
+        # ([inputs, *states, *constants], as Keras writes the call in configs), so the
+        # layer graph (and a model's layers and weights) reaches what made them.
+        if isinstance(inputs, (list, tuple)) and initial_state is None and constants is None:
+            inputs, initial_state, constants = self._split_inputs(inputs)
+        states, constants = _listed(initial_state), _listed(constants)
+        if constants:
+            self._num_constants = len(constants)
+        extra = states + constants
+        if extra and all(keras_history(t) is not None for t in extra):
+            return super().__call__([inputs, *extra], **kwargs)
+        if states:
             kwargs["initial_state"] = states
+        if constants:
+            kwargs["constants"] = constants
         return super().__call__(inputs, **kwargs)
+
+    def _split_inputs(self, inputs):
+        """(inputs, initial states or None, constants or None) of a call's input list."""
+        inputs = list(inputs)
+        constants = None
+        if self._num_constants and len(inputs) > self._num_constants:
+            constants = inputs[-self._num_constants :]
+            inputs = inputs[: -self._num_constants]
+        return inputs[0], (inputs[1:] or None), constants
 
     def build(self, input_shape) -> None:
         if isinstance(input_shape, (list, tuple)) and input_shape and \
@@ -475,9 +502,14 @@ class RNN(Layer):
             return [output_mask] + [None] * len(self._state_sizes())
         return output_mask
 
-    def call(self, inputs, mask=None, training=None, initial_state=None):
+    def call(self, inputs, mask=None, training=None, initial_state=None, constants=None):
         if isinstance(inputs, (list, tuple)):
-            inputs, initial_state = inputs[0], list(inputs[1:])
+            inputs, initial_state, constants = self._split_inputs(inputs)
+        constants = _listed(constants)
+        if constants and "constants" not in inspect.signature(self.cell.call).parameters:
+            raise ValueError(
+                f"RNN cell {self.cell} does not support constants. Received: constants={constants}"
+            )
         if mask is not None:
             mask = nest.flatten(mask)[0]
         if self.time_major:
@@ -507,7 +539,10 @@ class RNN(Layer):
             self.cell._begin_call(inputs[:, 0], states, training, cache=steps is not None)
 
         def step(x_t, st):
-            out, new = self.cell.call(x_t, st)
+            if constants:  # (the same tensors at every step, as Keras passes them)
+                out, new = self.cell.call(x_t, st, constants=tuple(constants))
+            else:
+                out, new = self.cell.call(x_t, st)
             return out, (list(new) if isinstance(new, (list, tuple)) else [new])
 
         try:
@@ -597,6 +632,34 @@ class Bidirectional(Layer):
                 sub.zero_output_for_mask = sub.return_sequences
         self.supports_masking = True
 
+    def __call__(self, inputs, initial_state=None, constants=None, **kwargs):
+        # As Keras: the forward layer's initial states then the backward one's; Keras
+        # tensors join the inputs ([inputs, *states], the call written with
+        # initial_state=None and constants=None beside them).
+        if constants is not None:
+            kwargs["constants"] = constants  # (the wrapped layer's cell refuses them)
+        if isinstance(inputs, (list, tuple)) and initial_state is None:
+            inputs, initial_state = inputs[0], (list(inputs[1:]) or None)
+        if initial_state is None:
+            return super().__call__(inputs, **kwargs)
+        states = _listed(initial_state)
+        if len(states) % 2:
+            raise ValueError(
+                "When passing `initial_state` to a Bidirectional RNN, the state should be a "
+                f"list containing the states of the underlying RNNs. Received: {states}"
+            )
+        keras = {keras_history(t) is not None for t in states}
+        if len(keras) > 1:
+            raise ValueError(
+                "The initial state of a Bidirectional layer cannot be specified with a mix "
+                'of TF-Keras tensors and non-Keras tensors (a "Keras tensor" is a tensor '
+                "that was returned by a TF-Keras layer, or by `Input`)"
+            )
+        if keras == {True}:
+            kwargs.setdefault("constants", None)
+            return super().__call__([inputs, *states], initial_state=None, **kwargs)
+        return super().__call__(inputs, initial_state=states, **kwargs)
+
     def build(self, input_shape) -> None:
         """Build the forward and backward layers, each in its name scope (their calls
         then run in "<name>_1", as Keras' graph names them); with initial states or
@@ -627,12 +690,21 @@ class Bidirectional(Layer):
             return head + [None] * (2 * n)
         return output_mask
 
-    def call(self, inputs, training=None, mask=None):
+    def call(self, inputs, training=None, mask=None, initial_state=None, constants=None):
         kwargs = {} if mask is None else {"mask": mask}
         if training is not None:
             kwargs["training"] = training
-        y = self.forward_layer(inputs, **kwargs)
-        y_rev = self.backward_layer(inputs, **kwargs)
+        if constants is not None:
+            kwargs["constants"] = constants
+        if isinstance(inputs, (list, tuple)):
+            inputs, initial_state = inputs[0], (list(inputs[1:]) or None)
+            if mask is not None:
+                kwargs["mask"] = nest.flatten(mask)[0]
+        half = len(initial_state) // 2 if initial_state else 0
+        forward = {"initial_state": initial_state[:half]} if half else {}
+        backward = {"initial_state": initial_state[half:]} if half else {}
+        y = self.forward_layer(inputs, **kwargs, **forward)
+        y_rev = self.backward_layer(inputs, **kwargs, **backward)
         states = []
         if self.return_state:
             y, states = y[0], y[1:] + y_rev[1:]

@@ -267,18 +267,22 @@ def _call_functions(layer) -> dict:
     for a subclassed model or a layer its call's first parameter and, if it takes one,
     `training=False` (traced True then False), also given when only its sublayers take
     it.  A layer a subclassed model calls (no node) is traced on the shape it was built
-    for.  {} for a layer never called."""
+    for.  The tensors among a layer's first call's keyword arguments (an attention
+    mask, a custom layer's tensor) are traced as keyword inputs, as Keras traces them.
+    {} for a layer never called."""
     params = [
         p for p in inspect.signature(layer.call).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]  # fmt: skip
     names = [p.name for p in params]
+    keywords = {}
     if _is_model(layer):
         specs = _input_specs(layer)
     elif layer._inbound_nodes and names:
         tensors = nest.flatten(layer._inbound_nodes[0].input_tensors)
         specs = [TensorSpec(t.shape, t.dtype.base_dtype, "inputs") for t in tensors]
         specs = specs[0] if len(specs) == 1 else specs
+        keywords = _keyword_specs(layer._inbound_nodes[0].arguments)
     elif getattr(layer, "_build_input_shape", None) is not None and names:
         # (a layer a subclassed model calls: the shape it was built for, in its dtype)
         shapes = nest.flatten(layer._build_input_shape)
@@ -286,6 +290,8 @@ def _call_functions(layer) -> dict:
         specs = specs[0] if len(specs) == 1 else specs
     else:
         return {}
+    keywords.pop("training", None)
+    mask = keywords.pop("mask", None)
     training = passes = "training" in names
     if _is_model(layer) and layer._is_graph_network:
         names, training = ["inputs", "training", "mask"], True
@@ -300,24 +306,58 @@ def _call_functions(layer) -> dict:
             for n, d in (("training", False), ("mask", None))
             if n in names
         ]
+    if mask is not None and "mask" not in [p.name for p in sig]:
+        keywords["mask"] = mask
+    # (after the others, with a default, so that a loaded function binds them by name)
+    sig += [
+        inspect.Parameter(w, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+        for w in keywords
+    ]
+
+    signature = inspect.Signature(sig)
 
     def make(with_losses):
-        def call(inputs, training=False, mask=None):
-            del mask  # (the traces are made without one)
-            kwargs = {"training": training} if passes else {}
-            outputs = layer(inputs, **kwargs)
+        def call(*args, **kwargs):
+            given = signature.bind(*args, **kwargs)
+            given.apply_defaults()
+            values = given.arguments
+            extra = {"training": values.get("training", False)} if passes else {}
+            for word in ("mask", *keywords):  # (the traces of a network take no mask)
+                if values.get(word) is not None:
+                    extra[word] = values[word]
+            outputs = layer(values[names[0]], **extra)
             return (outputs, []) if with_losses else outputs
 
-        call.__signature__ = inspect.Signature(sig)
+        call.__signature__ = signature
         fn = function(call)
         if training:
             for flag in (True, False):
-                fn.get_concrete_function(specs, flag, *([None] if len(sig) > 2 else []))
+                fn.get_concrete_function(
+                    specs, flag, *([mask] if "mask" in names else []), **keywords
+                )
         else:
-            fn.get_concrete_function(specs)
+            fn.get_concrete_function(specs, **keywords)
         return fn
 
     return {CALL: make(False), ALL_LOSSES: make(True)}
+
+
+def _all_tensors(value) -> bool:
+    flat = nest.flatten(value)
+    return bool(flat) and all(isinstance(t, ops.Tensor) for t in flat)
+
+
+def _keyword_specs(arguments) -> dict:
+    """The tensors among a layer call's keyword arguments as TensorSpecs named for their
+    keyword (Keras traces its saved call functions with them; other keyword arguments
+    are left out, as Keras leaves them)."""
+    out = {}
+    for word, value in arguments.items():
+        if _all_tensors(value):
+            out[word] = nest.map_structure(
+                lambda t, w=word: TensorSpec(t.shape, t.dtype.base_dtype, w), value
+            )
+    return out
 
 
 def _sublayers_take_training(layer) -> bool:
@@ -895,7 +935,6 @@ def _revived_layer_class():
             self.built = True
 
         def call(self, inputs, training=None, **kwargs):
-            del kwargs
             fn = self._saved_call
             if fn is None or not getattr(fn, "concrete_functions", None):
                 raise ValueError(
@@ -904,10 +943,17 @@ def _revived_layer_class():
                     "`get_config` and `from_config` in the layer class and pass it in "
                     "`custom_objects` when loading the model."
                 )
-            if "training" in fn._arg_names + fn._kwonly:
-                outputs, _ = fn(inputs, training=bool(training))
-            else:
-                outputs, _ = fn(inputs)
+            names = fn._arg_names + fn._kwonly
+            # The tensors given by keyword that the saved call was traced with (a custom
+            # layer's `scale=t`); a mask the base found on the inputs is not one.
+            tensors = {
+                word: value
+                for word, value in kwargs.items()
+                if word in names and word != "mask" and _all_tensors(value)
+            }
+            if "training" in names:
+                tensors["training"] = bool(training)
+            outputs, _ = fn(inputs, **tensors)
             return outputs
 
         def get_config(self):

@@ -92,7 +92,7 @@ def get_source_inputs(tensor, layer=None, node_index=None):
     if type(layer).__name__ == "InputLayer":
         return nest.flatten(node.input_tensors)
     sources: list = []
-    for x in nest.flatten(node.input_tensors):
+    for x in node.keras_inputs:  # (keyword tensors too: an attention mask's Input)
         for s in get_source_inputs(x):
             if all(s is not t for t in sources):
                 sources.append(s)

@@ -20,8 +20,6 @@ import os
 import re
 import sys
 
-from asyncflow import nest
-
 __all__ = ["model_to_dot", "plot_model"]
 
 _PYDOT_MESSAGE = "You must install pydot (`pip install pydot`) for model_to_dot to work."
@@ -212,7 +210,7 @@ def model_to_dot(model, show_shapes=False, show_dtype=False, show_layer_names=Tr
         for node in layer._inbound_nodes:
             if id(node) not in in_model:
                 continue
-            for tensor in nest.flatten(node.input_tensors):
+            for tensor in node.keras_inputs:
                 source = keras_history(tensor)[0]
                 src = last.get(id(source), str(id(source)))
                 dst = first.get(id(layer), str(id(layer)))
