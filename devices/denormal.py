@@ -14,11 +14,11 @@ own code (an event loop's other tasks, NumPy between steps), so there they are s
 `enter()` turns them on and returns what `leave()` restores, around each stretch a
 driver runs (asyncflow/executor.py).  Threads of ours that only run kernels (the CPU
 device's workers, `parallel_for`'s helpers) turn them on for good at their start
-(`flush_this_thread`).  GPU devices are left as CuPy runs them (the stand-in's streams
-too).  The numba pool's threads take the caller's
-bits for each block (ops/jit_flush.py).  OpenBLAS's own helper threads, made when NumPy
-loaded it, keep theirs: a product the CPU budget gives OpenBLAS's several threads flushes
-only on the caller's share (where numba's pool runs, such products run on the pool).
+(`flush_this_thread`).  The numba pool's threads take the caller's bits for each block
+(ops/jit_flush.py).  OpenBLAS's own helper threads, made when NumPy loaded it, keep
+theirs: a product the CPU budget gives OpenBLAS's several threads flushes only on the
+caller's share (where numba's pool runs, such products run on the pool).  GPU devices
+are left as CuPy runs them (the stand-in's streams too).
 
 Linux with glibc 2.25 or later on x86-64 only (libm's fegetmode/fesetmode, whose
 `femode_t` holds x87's control word and MXCSR there: ~0.3 us a call, status flags left

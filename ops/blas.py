@@ -226,8 +226,7 @@ def _blocks_float32(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, pa
     pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
     mode = _mx_get() & _FLUSH  # the caller's denormal modes, for each block's thread
     for p in prange(parts):
-        saved = _mx_get()
-        _mx_put((saved & ~_FLUSH) | mode)
+        saved = _mx_adopt(mode)
         if by_rows:  # rows r0:r1 of C: rows of op(a), all of op(b)
             r0, r1 = p * m // parts, (p + 1) * m // parts
             off = r0 if ta == _TRANS else r0 * lda
@@ -244,8 +243,7 @@ def _blocks_float32(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, pa
 def _pair_float32(address, ta1, tb1, k1, a1, b1, beta1, c1, ta2, tb2, k2, a2, b2, beta2, c2):
     mode = _mx_get() & _FLUSH
     for p in prange(2):
-        saved = _mx_get()
-        _mx_put((saved & ~_FLUSH) | mode)
+        saved = _mx_adopt(mode)
         if p == 0:
             m, n = c1.shape
             _sgemm_at(address, ta1, tb1, m, n, k1, 1.0, a1.ctypes.data, a1.shape[1],
@@ -292,9 +290,9 @@ def _build_gemm(numba):
     from llvmlite import ir
     from numba import types
 
-    global _sgemm_at, _dgemm_at, prange, _mx_get, _mx_put  # (the names they compile against)
+    global _sgemm_at, _dgemm_at, prange, _mx_get, _mx_put, _mx_adopt  # (compiled against)
     _sgemm_at = _gemm_intrinsic(ir.FloatType())
-    _mx_get, _mx_put = jit_flush.intrinsics(numba)
+    _mx_get, _mx_put, _mx_adopt = jit_flush.intrinsics(numba)
     _dgemm_at = _gemm_intrinsic(ir.DoubleType())
     prange = numba.prange
     loops = {}
@@ -348,7 +346,7 @@ def _pool(name: str, dtype, free: bool = False):
     return None
 
 
-_sgemm_at = _dgemm_at = prange = _mx_get = _mx_put = None
+_sgemm_at = _dgemm_at = prange = _mx_get = _mx_put = _mx_adopt = None
 _FLUSH = jit_flush.BITS
 _ADDRESSES: dict = {}  # dtype -> the address of its cblas function
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}

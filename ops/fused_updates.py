@@ -131,8 +131,7 @@ def _gradient_descent_pool(var, delta, alpha, parts):
     n = var.size
     mode = _mx_get() & _FLUSH  # the caller's denormal modes, for each part's thread
     for p in prange(parts):
-        saved = _mx_get()
-        _mx_put((saved & ~_FLUSH) | mode)
+        saved = _mx_adopt(mode)
         lo, hi = p * n // parts, (p + 1) * n // parts
         _gradient_descent_one(var[lo:hi], delta[lo:hi], alpha)
         _mx_put(saved)
@@ -142,8 +141,7 @@ def _momentum_pool(var, accum, grad, lr, momentum, parts):
     n = var.size
     mode = _mx_get() & _FLUSH  # the caller's denormal modes, for each part's thread
     for p in prange(parts):
-        saved = _mx_get()
-        _mx_put((saved & ~_FLUSH) | mode)
+        saved = _mx_adopt(mode)
         lo, hi = p * n // parts, (p + 1) * n // parts
         _momentum_one(var[lo:hi], accum[lo:hi], grad[lo:hi], lr, momentum)
         _mx_put(saved)
@@ -153,8 +151,7 @@ def _rms_prop_pool(var, ms, mom, grad, lr, one_minus_rho, momentum, epsilon, par
     n = var.size
     mode = _mx_get() & _FLUSH  # the caller's denormal modes, for each part's thread
     for p in prange(parts):
-        saved = _mx_get()
-        _mx_put((saved & ~_FLUSH) | mode)
+        saved = _mx_adopt(mode)
         lo, hi = p * n // parts, (p + 1) * n // parts
         _rms_prop_one(var[lo:hi], ms[lo:hi], mom[lo:hi], grad[lo:hi], lr, one_minus_rho,
                       momentum, epsilon)  # fmt: skip
@@ -165,8 +162,7 @@ def _adam_pool(var, m, v, grad, alpha, one_minus_beta1, one_minus_beta2, epsilon
     n = var.size
     mode = _mx_get() & _FLUSH  # the caller's denormal modes, for each part's thread
     for p in prange(parts):
-        saved = _mx_get()
-        _mx_put((saved & ~_FLUSH) | mode)
+        saved = _mx_adopt(mode)
         lo, hi = p * n // parts, (p + 1) * n // parts
         _adam_one(var[lo:hi], m[lo:hi], v[lo:hi], grad[lo:hi], alpha, one_minus_beta1,
                   one_minus_beta2, epsilon)  # fmt: skip
@@ -175,7 +171,7 @@ def _adam_pool(var, m, v, grad, alpha, one_minus_beta1, one_minus_beta2, epsilon
 
 prange = range
 _gradient_descent_one = _momentum_one = _rms_prop_one = _adam_one = None
-_mx_get = _mx_put = None
+_mx_get = _mx_put = _mx_adopt = None
 _FLUSH = jit_flush.BITS
 _POOL_MIN = 1 << 15
 _pooled: dict[str, object] = {}  # loop name -> its pool form (float32), once compiled
@@ -246,7 +242,7 @@ def _compile_loop(name: str) -> None:
 def _compile_pool(numba, name: str, fn) -> None:
     """Loop `name`'s pool form for float32 (see above), where the pool may start here;
     published in `_pooled` once it ran on this (compile) thread."""
-    global prange, _jit_threads, _mx_get, _mx_put
+    global prange, _jit_threads, _mx_get, _mx_put, _mx_adopt
     from asyncflow.ops import jit_threads
 
     _jit_threads = jit_threads
@@ -255,7 +251,7 @@ def _compile_pool(numba, name: str, fn) -> None:
     base = name[: -len("_loop")]
     globals()[base + "_one"] = fn  # (the name the pool form calls, bound as it compiles)
     prange = numba.prange
-    _mx_get, _mx_put = jit_flush.intrinsics(numba)
+    _mx_get, _mx_put, _mx_adopt = jit_flush.intrinsics(numba)
     # One signature per kind of gradient, writable or read-only (a fed or constant
     # one); the targets are always writable (the copy-on-write protocol's).  Another
     # layout raises TypeError, and `apply` takes the plain loop.

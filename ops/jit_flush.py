@@ -4,9 +4,11 @@ region, so a block takes its caller's flush bits for its run and puts its thread
 back after (`get()` read on the calling thread before the `prange`, `put(...)` in each
 block).  Two instructions each (x86's stmxcsr and ldmxcsr), a few cycles.
 
-`intrinsics(numba)` gives `(get, put)` to call from compiled code: `get()` the MXCSR
-register as an int64, `put(value)` loads it.  Where denormals are not flushed (another
-CPU, or ASYNCFLOW_FLUSH_DENORMALS=0), `get` gives 0 and `put` does nothing.
+`intrinsics(numba)` gives `(get, put, adopt)` to call from compiled code: `get()` the
+MXCSR register as an int64, `put(value)` loads it, and `adopt(mode)` sets the flush
+bits of `mode` (the caller's `get() & BITS`) and returns what `put` restores after.
+Where denormals are not flushed (another CPU, or ASYNCFLOW_FLUSH_DENORMALS=0), `get`
+gives 0 and `put` does nothing.
 """
 
 from __future__ import annotations
@@ -20,9 +22,17 @@ _built: list = []
 
 
 def intrinsics(numba):
-    """(get, put), built once."""
+    """(get, put, adopt), built once."""
     if not _built:
-        _built.append(_register(numba) if denormal.active() else _inert(numba))
+        get, put = _register(numba) if denormal.active() else _inert(numba)
+
+        @numba.njit(nogil=True)
+        def adopt(mode):
+            saved = get()
+            put((saved & ~BITS) | mode)
+            return saved
+
+        _built.append((get, put, adopt))
     return _built[0]
 
 
