@@ -187,7 +187,7 @@ class InlineFunction:
             if "ok" in state:
                 return state["ok"]
             ok = False
-            numba = fused_updates.numba_module()
+            numba = fused_updates.import_numba()
             if numba is not None and os.environ.get(self.switch, "") != "0":
                 # A verdict this machine recorded with these versions (ops/jit_cache.py)
                 # spares the check's compiles (~0.5-1 s a function each process).

@@ -342,7 +342,7 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
     source, dtype, readonly = key
     loop = None
     try:
-        numba = fused_updates.numba_module()
+        numba = fused_updates.import_numba()
         if numba is not None:
             namespace = {"np": np}
             for name, module in _NAMES:

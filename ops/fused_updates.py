@@ -184,9 +184,16 @@ _import_lock = threading.Lock()
 def numba_module():
     """numba, imported by the calling thread on first use (a background thread's: see
     _loop); None where it cannot be, or is disabled.  Also for fused_elementwise_jit."""
+    return None if _DISABLED else import_numba()
+
+
+def import_numba():
+    """numba, or None where it cannot be imported, whatever the switch says: for the
+    compile threads, which the request paths start only where compiles are on.  (A
+    compile reading the switch could see it turned off after its start, by a test's
+    monkeypatch or a program's A/B run, and end with nothing compiled: the loop then
+    stayed on NumPy's path for the rest of the process.)"""
     global _numba
-    if _DISABLED:
-        return None
     if _numba is None:
         with _import_lock:  # (one importer: the others wait for the whole module)
             if _numba is None:
@@ -222,7 +229,7 @@ def _compile(name: str, done: threading.Event) -> None:
 
 
 def _compile_loop(name: str) -> None:
-    numba = numba_module()
+    numba = import_numba()
     if numba is not None:
         # error_model="numpy": a division by zero gives inf/nan as NumPy does, without
         # the per-element check (and exception) of Python's model, which also keeps the

@@ -39,7 +39,7 @@ class BackgroundLoops:
     def _compile(self) -> None:
         try:
             with compiling():
-                numba = fused_updates.numba_module()
+                numba = fused_updates.import_numba()
                 if numba is not None:
                     self._loops = dict(self._build(numba))
         except Exception as exc:  # a loop that cannot compile leaves NumPy's path in place

@@ -7,6 +7,7 @@ step through a session with and without them."""
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 
 import numpy as np
 import pytest
@@ -374,3 +375,20 @@ def test_numba_is_imported_by_one_thread_while_others_wait(monkeypatch):
         t.join(20)
     assert len(calls) == 1
     assert len(got) == 3 and all(hasattr(m, "njit") for m in got)
+
+
+def test_a_compile_under_way_when_the_switch_turns_off_still_compiles(monkeypatch):
+    """A loop's compile started (by an earlier step) and the loops then switched off, by
+    a test's monkeypatch or a program's A/B run, before the compile thread imported
+    numba: the compile still ends with the loop compiled.  (It read the switch and
+    compiled nothing; the loop then stayed on NumPy's path, and `warm()` False, for the
+    rest of the process: CI's failure of stop 59.)"""
+    monkeypatch.setattr(fused_updates, "_started", {})
+    monkeypatch.setattr(fused_updates, "_compiled", {})
+    monkeypatch.setattr(fused_updates, "_compile_pool", lambda *args: None)
+    monkeypatch.setattr(fused_updates, "_DISABLED", True)
+    done = fused_updates._started["_momentum_loop"] = threading.Event()
+    fused_updates._compile("_momentum_loop", done)  # (the compile thread's body, here)
+    assert done.is_set() and "_momentum_loop" in fused_updates._compiled
+    monkeypatch.setattr(fused_updates, "_DISABLED", False)
+    assert fused_updates._loop("_momentum_loop") is fused_updates._compiled["_momentum_loop"]

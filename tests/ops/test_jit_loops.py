@@ -40,3 +40,18 @@ def test_a_build_that_fails_leaves_the_numpy_path(caplog):
     assert not loops.warm(30)
     assert loops.get("anything") is None
     assert "a broken loop" in caplog.text and "no compiler here" in caplog.text
+
+
+def test_a_build_under_way_when_the_switch_turns_off_still_builds(monkeypatch):
+    """The build thread imports numba whatever the switch says once it started (the
+    request paths read the switch): switched off meanwhile, the loops still end built."""
+    release = threading.Event()
+
+    def build(numba):
+        return {"double": numba.njit(lambda x: 2 * x)}
+
+    loops = jit_loops.BackgroundLoops("a switched loop", build)
+    monkeypatch.setattr(fused_updates, "_DISABLED", True)
+    loops._compile()  # (the build thread's body, here, with the loops switched off)
+    monkeypatch.setattr(fused_updates, "_DISABLED", False)
+    assert loops.get("double")(21) == 42
