@@ -45,7 +45,6 @@ def test_a_build_that_fails_leaves_the_numpy_path(caplog):
 def test_a_build_under_way_when_the_switch_turns_off_still_builds(monkeypatch):
     """The build thread imports numba whatever the switch says once it started (the
     request paths read the switch): switched off meanwhile, the loops still end built."""
-    release = threading.Event()
 
     def build(numba):
         return {"double": numba.njit(lambda x: 2 * x)}
