@@ -735,8 +735,9 @@ _PLACEHOLDERS = ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault")
 def _by_value(t) -> bool:
     """Whether outer tensor `t` is a capture TF evaluates when the dataset op runs and
     holds for the pass: not a variable or its `Identity` (a ref variable's buffer is
-    shared with the function, so TF's calls see its assignments), a resource handle, a constant or a
-    dataset; an op of one result (a function's arguments are named by op)."""
+    shared with the function, so TF's calls see its assignments), a resource handle, a
+    constant or a dataset; an op of one result (a function's arguments are named by
+    op)."""
     op = t.op
     if op.type in _PLACEHOLDERS:
         return True
