@@ -38,3 +38,23 @@ def test_outer_tensor_is_an_input_of_the_dataset_op():
         op = ds._variant.op
         assert [i.name for i in op.inputs[1:]] == [t.name]
         assert op.get_attr("f_captures") == [t.name.encode()]
+
+
+def test_graph_def_names_the_outer_tensor_as_a_captured_argument():
+    # As TF writes it: the function's argument `captured_0`, fed by the op's input; the
+    # GraphDef runs with the same values here (TF 2.21 imports it and gives [13, 14, 15]).
+    with tf.Graph().as_default() as g:
+        v = tf.get_variable("v", initializer=tf.constant(6, tf.int64), use_resource=False)
+        p = tf.placeholder(tf.int64, [], name="p")
+        t = v * 2 + p
+        it = tf.data.make_initializable_iterator(tf.data.Dataset.range(3).map(lambda x: x + t))
+        it.get_next(name="nxt")
+        gd = g.as_graph_def()
+    (fn,) = gd.library.function
+    assert [a.name for a in fn.signature.input_arg] == ["args_0", "captured_0"]
+    with tf.Graph().as_default() as g2:
+        tf.import_graph_def(gd, name="")
+        with tf.Session() as s:
+            s.run("v/Assign")
+            s.run(g2.get_operation_by_name(it.initializer.name), {"p:0": 1})
+            assert [int(s.run("nxt:0")) for _ in range(3)] == [13, 14, 15]
