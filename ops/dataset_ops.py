@@ -729,5 +729,54 @@ def external_placeholders(outputs, inputs) -> list:
     return found
 
 
+_PLACEHOLDERS = ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault")
+
+
+def _by_value(t) -> bool:
+    """Whether outer tensor `t` is a capture TF evaluates when the dataset op runs and
+    holds for the pass: not a variable or its `Identity` (a ref variable's buffer is
+    shared with the function, so TF's calls see its assignments), a resource handle, a
+    constant or a dataset; an op of one result (a function's arguments are named by
+    op)."""
+    op = t.op
+    if op.type in _PLACEHOLDERS:
+        return True
+    if len(op.outputs) != 1 or op.type == "Const" or "Dataset" in op.type:
+        return False
+    if op.type == "Identity" and op.inputs[0].dtype.is_ref_dtype:  # (`v`'s value: shared)
+        return False
+    dt = t.dtype
+    return not dt.is_ref_dtype and dt.base_dtype not in (dtypes.resource, dtypes.variant)
+
+
+def function_captures(outputs, inputs, first_id: int) -> list:
+    """The outer tensors a function traced after op id `first_id` uses that TF captures
+    by value (`_by_value`): its placeholders, fed by the step, and tensors computed
+    outside it (`v * 2`, a random op), evaluated once as the dataset op runs, as TF's
+    captures are; their values reach the function as the op's inputs.  Other outer ops
+    (variables, constants) are evaluated at each call, as before."""
+    seen, found = set(), []
+    stack: list = list(outputs)  # tensors used as data, ops used as control inputs
+    own = {t.op for t in inputs}
+    while stack:
+        t = stack.pop()
+        op = t if isinstance(t, ops.Operation) else t.op
+        if op in own:
+            continue
+        if op is not t and op._id <= first_id and _by_value(t):
+            if t not in found:
+                found.append(t)
+            continue
+        if op in seen:
+            continue
+        seen.add(op)
+        if op.type in _PLACEHOLDERS:  # (an outer placeholder as a control input)
+            found.append(op.outputs[0])
+            continue
+        stack.extend(op.inputs)
+        stack.extend(op.control_inputs)
+    return found
+
+
 def dataset_op(op_type: str, inputs, attrs, name=None) -> ops.Tensor:
     return ops.apply_op(op_type, inputs, attrs, name=name).outputs[0]

@@ -126,6 +126,7 @@ class _Traced:
         first_id = graph.version
         with ops.name_scope(name), ops.control_dependencies(None):
             if after is None:
+                self.first_id = first_id
                 specs = _flat(structure)
                 comp = _component_attrs(structure)
                 self.inputs = [
@@ -141,6 +142,7 @@ class _Traced:
                 )
             else:
                 self.inputs = after.inputs
+                self.first_id = after.first_id
                 args = after.structure
             out = fn(*args) if type(args) is tuple else fn(args)
             if type(out) is list:  # TF: a function's list of results is a tuple of them
@@ -151,7 +153,7 @@ class _Traced:
             else:
                 self.outputs = _to_components(_flat(out))
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
-        self.captures = dataset_ops.external_placeholders(self.outputs, self.inputs)
+        self.captures = dataset_ops.function_captures(self.outputs, self.inputs, self.first_id)
 
     def op_inputs(self):
         return list(self.captures)

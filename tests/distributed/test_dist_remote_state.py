@@ -23,10 +23,11 @@ sys.path.insert(0, str(FIXTURES))
 import remote_state_cases as cases  # noqa: E402
 
 RECORDED = json.loads((FIXTURES / "remote_state_tf.json").read_text())
-# A pass that assigns the variable after its first element: TF captures a ref
-# variable's value when the iterator is initialized, and its prefetch has computed the
-# second element before the assignment; asyncflow reads the variable at each call, in
-# one process as across tasks (compared with its one-process values instead).
+# A pass that assigns the variable after its first element: TF's recording ran with
+# tf.data's default optimizations on, whose injected prefetch computes elements ahead
+# on TF's threads before the assignment (timing-dependent); with them off TF reads a
+# variable, ref or resource, at each call as asyncflow does (tests/test_data_refcap.py,
+# refcap_tf.json), so these are compared with asyncflow's one-process values instead.
 MID_PASS = "assigned_mid_pass"
 # asyncflow's ReadVariableOp names a missing variable in TF 1's words (the class is TF's).
 MESSAGE_DIFFERS = {("shared_devices", "resource_var_uninitialized")}
