@@ -111,3 +111,8 @@ def test_graph_def_names_each_result_as_a_captured_argument():
             s.run("v/Assign")
             s.run(g2.get_operation_by_name(it.initializer.name))
             assert [int(s.run("nxt:0")) for _ in range(3)] == [186, 187, 188]
+
+
+def test_outer_get_next_taken_once_per_initialization():
+    with tf.Graph().as_default():
+        assert cases.outer_get_next(tf) == RECORDED["outer_get_next"]
