@@ -294,16 +294,16 @@ def _export_functions(graph, gd) -> None:
             continue
         nd = by_name[op.name]
         try:
-            converted = [
-                _export_one(graph, op, p, gd, by_name, counter) for p in prefixes
-            ]
+            converted = [_export_one(graph, op, p, gd, by_name, counter) for p in prefixes]
         except _CannotExport:
             continue
         for prefix, (fname, own) in zip(prefixes, converted, strict=True):
             for suffix in FUNCTION_LIST_ATTRS:
                 del nd.attr[prefix + suffix]
-            attr = "predicate" if prefix == "f" and op.type in _PREDICATE_OPS else _TF_ATTR.get(
-                prefix, prefix
+            attr = (
+                "predicate"
+                if prefix == "f" and op.type in _PREDICATE_OPS
+                else _TF_ATTR.get(prefix, prefix)
             )
             nd.attr[attr].func.name = fname
             owned |= own
@@ -389,25 +389,27 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
         captures = [get(n) for n in attrs[prefix + "_captures"]]
     except (KeyError, ValueError):
         raise _CannotExport(op.name) from None
-    args = {t.op.name: t for t in inputs + captures}
-    body = _walk_back([t.op for t in outputs], args, by_name)
+    stops = {t.op.name for t in inputs + captures}
+    body = _walk_back([t.op for t in outputs], stops, by_name)
     counter[0] += 1
     fdef = FunctionDef()
     sig = fdef.signature
     sig.name = f"__inference_{_sanitize(op.name)}_{prefix}_{counter[0]}"
-    names = {}
+    args: dict[str, str] = {}  # tensor name -> argument name (a capture may be `split:1`)
+    names: dict[str, str] = {}
     for i, t in enumerate(inputs + captures):
         arg = sig.input_arg.add()
         arg.name = f"args_{i}" if i < len(inputs) else f"captured_{i - len(inputs)}"
         arg.type = _VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
-        names[t.op.name] = arg.name
+        args[t.name] = arg.name
+        names.setdefault(t.op.name, arg.name)  # (a control input on it)
     _add_body(fdef, body, names, by_name, args)
     for k, t in enumerate(outputs):
         out = sig.output_arg.add()
         out.name = f"output_{k}"
         dataset = (op.type, prefix) in _RETURNS_DATASET or _is_dataset(t)
         out.type = _VARIANT if dataset else t.dtype.base_dtype.as_datatype_enum
-        fdef.ret[out.name] = names[t.op.name] if t.op.name in args else _output_ref(t, names)
+        fdef.ret[out.name] = args[t.name] if t.name in args else _output_ref(t, names)
     nd = by_name[op.name]
     targs = "Targuments" if prefix == "f" else f"T{_TF_ATTR[prefix]}_other_arguments"
     if targs in nd.attr and captures:
@@ -416,10 +418,10 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
         del nd.attr[targs].list.type[:]
         nd.attr[targs].list.type.extend(types)
     gd.library.function.add().CopyFrom(fdef)
-    return sig.name, _owned(op, inputs, body, args)
+    return sig.name, _owned(op, inputs, body)
 
 
-def _owned(op, inputs, body, args) -> set[str]:
+def _owned(op, inputs, body) -> set[str]:
     """The function's own nodes: its argument placeholders, the ops depending on them,
     and body ops nothing outside the function uses."""
     own = {t.op.name for t in inputs}
@@ -466,14 +468,15 @@ def _export_one_shot(op, by_name, gd) -> None:
     nd.attr["dataset_factory"].func.name = fdef.signature.name
 
 
-def _walk_back(roots, args: dict, by_name: dict) -> list:
+def _walk_back(roots, stops, by_name: dict) -> list:
     """The ops reached backward from `roots` (data and control inputs), stopping at the
-    argument placeholders `args`, in graph order.  Another placeholder, a variable or an
-    op the GraphDef lacks cannot go into a FunctionDef (_CannotExport)."""
+    ops of the function's arguments (names `stops`), in graph order.  Another
+    placeholder, a variable or an op the GraphDef lacks cannot go into a FunctionDef
+    (_CannotExport)."""
     body, seen, stack = [], set(), list(roots)
     while stack:
         o = stack.pop()
-        if o.name in seen or o.name in args:
+        if o.name in seen or o.name in stops:
             continue
         seen.add(o.name)
         if o.type in _VARIABLES or o.type.startswith("Placeholder") or o.name not in by_name:
@@ -486,9 +489,10 @@ def _walk_back(roots, args: dict, by_name: dict) -> list:
 
 
 def _add_body(fdef, body: list, names: dict, by_name: dict, args: dict) -> None:
-    """`body`'s NodeDefs into `fdef`, named uniquely (into `names`, which holds the
-    arguments' names already), inputs in TF's `node:out_arg:index` form."""
-    used = set(names.values())
+    """`body`'s NodeDefs into `fdef`, named uniquely (into `names`, op name -> node
+    name), inputs in TF's `node:out_arg:index` form, or an argument's name where `args`
+    (tensor name -> argument name) has the tensor."""
+    used = set(names.values()) | set(args.values())
     for o in body:
         name = _sanitize(o.name)
         while name in used:
@@ -501,7 +505,7 @@ def _add_body(fdef, body: list, names: dict, by_name: dict, args: dict) -> None:
         nd.name = names[o.name]
         del nd.input[:]
         for t in o.inputs:
-            nd.input.append(names[t.op.name] if t.op.name in args else _output_ref(t, names))
+            nd.input.append(args[t.name] if t.name in args else _output_ref(t, names))
         nd.input.extend(f"^{names[c.name]}" for c in o.control_inputs if c.name in names)
         nd.ClearField("device")
         if o.type in ("Identity", "IdentityN") and any(_is_dataset(t) for t in o.inputs):

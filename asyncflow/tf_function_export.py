@@ -141,7 +141,7 @@ def _function_def(fg, name: str) -> FunctionDef:
     body = [op for op in fg.get_operations() if op.name not in placeholders]
     if any(op.name not in by_name for op in body):
         raise _CannotExport(name)
-    _add_body(fdef, body, names, by_name, placeholders)
+    _add_body(fdef, body, names, by_name, {t.name: names[t.op.name] for t in fg.inputs})
     for nd in fdef.node_def:  # (colocation names nodes outside the function)
         if "_class" in nd.attr:
             del nd.attr["_class"]

@@ -734,18 +734,24 @@ _PLACEHOLDERS = ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault")
 
 def _by_value(t) -> bool:
     """Whether outer tensor `t` is a capture TF evaluates when the dataset op runs and
-    holds for the pass: not a variable or its `Identity` (a ref variable's buffer is
-    shared with the function, so TF's calls see its assignments), a resource handle, a
-    constant or a dataset; an op of one result (a function's arguments are named by
-    op)."""
+    holds for the pass (refcap_tf.json, refcap_more_tf.json): not a variable or its
+    `Identity` (a ref variable's buffer is shared with the function, so TF's calls see
+    its assignments), a resource handle or a constant.  A result of an op of several
+    (`tf.split`, `tf.unstack`, `tf.unique`) is one, each result the function uses its own
+    capture, unless one of the op's results is a ref or a handle: the function then
+    computes it at each call.  An outer dataset is one: built once, iterated at each
+    call (a shuffle of it reshuffles from call to call, as TF's)."""
     op = t.op
     if op.type in _PLACEHOLDERS:
         return True
-    if len(op.outputs) != 1 or op.type == "Const" or "Dataset" in op.type:
+    if op.type == "Const":
         return False
     if op.type == "Identity" and op.inputs[0].dtype.is_ref_dtype:  # (`v`'s value: shared)
         return False
-    dt = t.dtype
+    return all(_plain_value(o.dtype) for o in op.outputs)
+
+
+def _plain_value(dt) -> bool:
     return not dt.is_ref_dtype and dt.base_dtype not in (dtypes.resource, dtypes.variant)
 
 
@@ -754,7 +760,7 @@ def function_captures(outputs, inputs, first_id: int) -> list:
     by value (`_by_value`): its placeholders, fed by the step, and tensors computed
     outside it (`v * 2`, a random op), evaluated once as the dataset op runs, as TF's
     captures are; their values reach the function as the op's inputs.  Other outer ops
-    (variables, constants) are evaluated at each call, as before."""
+    (variables, constants) are evaluated at each call."""
     seen, found = set(), []
     stack: list = list(outputs)  # tensors used as data, ops used as control inputs
     own = {t.op for t in inputs}
