@@ -91,7 +91,8 @@ def test_tf_h5_loads(keras_session, case):
     _close(model.predict(cases.feeds(case)), RECORDED[case]["predict"])
 
 
-_OWN = ["mha_mask", "att_mask", "rnn_const", "custom", "stacked_const", "bidi_state_const"]
+_OWN = ["mha_mask", "att_mask", "rnn_const", "custom", "stacked_const", "bidi_state_const",
+        "mha_scores", "emb_state", "td_mask"]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", _OWN)
