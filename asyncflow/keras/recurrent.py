@@ -273,7 +273,8 @@ class GRUCell(_Cell):
 class StackedRNNCells(Layer):
     """Cells run one above the other at each step: each cell's output is the next one's
     input; the states are every cell's states in order, the output the last cell's.
-    Weights are made under "stacked_rnn_cells/<cell name>/"."""
+    An RNN's constants reach the cells whose call takes them.  Weights are made under
+    "stacked_rnn_cells/<cell name>/"."""
 
     def __init__(self, cells, **kwargs):
         super().__init__(**kwargs)
