@@ -92,7 +92,7 @@ def test_tf_h5_loads(keras_session, case):
 
 
 _OWN = ["mha_mask", "att_mask", "rnn_const", "custom", "stacked_const", "bidi_state_const",
-        "mha_scores", "emb_state", "td_mask"]  # fmt: skip
+        "mha_scores", "emb_state", "td_mask", "att_none_mask", "bidi_mask"]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", _OWN)
