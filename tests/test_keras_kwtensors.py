@@ -91,7 +91,11 @@ def test_tf_h5_loads(keras_session, case):
     _close(model.predict(cases.feeds(case)), RECORDED[case]["predict"])
 
 
-@pytest.mark.parametrize("case", ["mha_mask", "att_mask", "rnn_const", "custom"])
+_OWN = ["mha_mask", "att_mask", "rnn_const", "custom", "stacked_const", "bidi_state_const",
+        "mha_scores", "emb_state", "td_mask", "att_none_mask", "bidi_mask"]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", _OWN)
 @pytest.mark.parametrize("suffix", [".h5", ""])
 def test_saved_and_loaded_back(keras_session, tmp_path, case, suffix):
     """asyncflow's own h5 file and SavedModel load back and predict (a SavedModel's call
@@ -105,7 +109,7 @@ def test_saved_and_loaded_back(keras_session, tmp_path, case, suffix):
     _close(back.predict(cases.feeds(case)), RECORDED[case]["predict"])
 
 
-@pytest.mark.parametrize("case", ["mha_mask", "att_mask", "rnn_const", "custom"])
+@pytest.mark.parametrize("case", _OWN)
 def test_clone_and_reapply_keep_keyword_tensors(keras_session, case):
     """clone_model replays the keyword tensors; a model called on new inputs passes them
     its own (the layer graph's keyword tensors replaced)."""
@@ -127,6 +131,29 @@ def test_constants_for_a_cell_without_them(keras_session):
     k = K.Input((3,))
     with pytest.raises(ValueError, match="does not support constants"):
         K.layers.RNN(K.layers.SimpleRNNCell(3))(x, constants=[k])
+
+
+def test_constants_through_stacked_cells_and_bidirectional(keras_session):
+    """A stack passes constants to the cells that take them and runs the others
+    without (no error, as Keras); a Bidirectional of an LSTM refuses them as the LSTM
+    does; constants that are not Keras tensors stay keyword arguments, written as values
+    (TF's JSON), and mixed with Keras tensors among the states they raise."""
+    del keras_session
+    x = K.Input((4, 8), name="x")
+    k = K.Input((3,), name="k")
+    stack = K.layers.RNN([K.layers.SimpleRNNCell(3)])(x, constants=k)
+    assert stack.shape.as_list() == [None, 3]
+    with pytest.raises(ValueError, match="does not support constants"):
+        K.layers.Bidirectional(K.layers.LSTM(3))(x, constants=k)
+    bidi = K.layers.Bidirectional(K.layers.RNN(CUSTOM["ConstCell"](3)), name="bi")
+    model = K.Model(x, bidi(x, constants=K.backend.constant(cases.KC)))
+    config = json.loads(model.to_json())["config"]["layers"][1]
+    assert config["config"]["num_constants"] == 1
+    _close(config["inbound_nodes"][0][0][3]["constants"], [cases.KC])
+    h = [K.backend.constant(cases.H)] * 2
+    bidi = K.layers.Bidirectional(K.layers.RNN(CUSTOM["ConstCell"](3)))
+    with pytest.raises(ValueError, match="mix of TF-Keras tensors and non-Keras tensors"):
+        bidi(x, initial_state=h, constants=k)
 
 
 @pytest.mark.parametrize("case", cases.SAVEDMODEL_CASES)

@@ -179,14 +179,20 @@ class _StackedCellsSpec(_Spec):
 
 
 class _BidirectionalSpec(_Spec):
+    """Bidirectional: the wrapped layer, merge_mode, and `num_constants` once a call gave
+    it constants (Keras writes it on the wrapper, not on the layer)."""
+
     def config(self, layer) -> dict:
-        # The wrapped layer as given (its own name), not the "forward_" copy.
+        # The wrapped layer as given (its own name, never called), not the "forward_" copy.
         forward = layer.forward_layer.get_config()
         forward["name"] = forward["name"][len("forward_") :]
+        forward.pop("num_constants", None)
         out = {
             "layer": {"class_name": type(layer.forward_layer).__name__, "config": forward},
             "merge_mode": layer.merge_mode,
         }
+        if layer._num_constants:
+            out["num_constants"] = layer._num_constants
         if not layer.backward_layer.name.startswith("backward_"):
             # (a backward layer the user gave; the default copy is not written)
             out["backward_layer"] = serialize_keras_object(layer.backward_layer)

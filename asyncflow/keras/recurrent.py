@@ -273,7 +273,8 @@ class GRUCell(_Cell):
 class StackedRNNCells(Layer):
     """Cells run one above the other at each step: each cell's output is the next one's
     input; the states are every cell's states in order, the output the last cell's.
-    Weights are made under "stacked_rnn_cells/<cell name>/"."""
+    An RNN's constants reach the cells whose call takes them.  Weights are made under
+    "stacked_rnn_cells/<cell name>/"."""
 
     def __init__(self, cells, **kwargs):
         super().__init__(**kwargs)
@@ -330,12 +331,21 @@ class StackedRNNCells(Layer):
             if hasattr(cell, "_end_call"):
                 cell._end_call()
 
-    def call(self, inputs, states):
+    def call(self, inputs, states, constants=None):
+        # As Keras: an RNN's constants reach the cells whose call takes them (the
+        # others run without, no error).
         new_states = []
         for cell, st in zip(self.cells, self._split(states), strict=True):
-            inputs, new = cell.call(inputs, st)
+            if constants is not None and _takes_constants(cell):
+                inputs, new = cell.call(inputs, st, constants=constants)
+            else:
+                inputs, new = cell.call(inputs, st)
             new_states += list(new) if isinstance(new, (list, tuple)) else [new]
         return inputs, new_states
+
+
+def _takes_constants(cell) -> bool:
+    return "constants" in inspect.signature(cell.call).parameters
 
 
 def _listed(value) -> list:
@@ -506,7 +516,7 @@ class RNN(Layer):
         if isinstance(inputs, (list, tuple)):
             inputs, initial_state, constants = self._split_inputs(inputs)
         constants = _listed(constants)
-        if constants and "constants" not in inspect.signature(self.cell.call).parameters:
+        if constants and not _takes_constants(self.cell):
             raise ValueError(
                 f"RNN cell {self.cell} does not support constants. Received: constants={constants}"
             )
@@ -596,13 +606,31 @@ LSTM = _rnn_layer("LSTM", LSTMCell, "lstm_cell", "Keras' v1 LSTM (see LSTMCell).
 GRU = _rnn_layer("GRU", GRUCell, "gru_cell", "Keras' v1 GRU (see GRUCell).")
 
 
+def _rnn_copy(layer, name, backwards):
+    """A new layer like the recurrent `layer`, named `name`, running backwards when
+    `backwards` (the other way from `layer`): SimpleRNN/LSTM/GRU from their arguments,
+    any other RNN from its config, its cell's class (each stacked cell's) known by name
+    (as Keras' Bidirectional makes its copies)."""
+    if hasattr(layer, "_config"):
+        config = dict(layer._config)
+        return type(layer)(**{**config, "name": name,
+                              "go_backwards": config["go_backwards"] != backwards})  # fmt: skip
+    config = dict(layer.get_config(), name=name, go_backwards=layer.go_backwards != backwards)
+    cells = [layer.cell, *getattr(layer.cell, "cells", [])]
+    return type(layer).from_config(config, {type(c).__name__: type(c) for c in cells})
+
+
 class Bidirectional(Layer):
     """Runs a copy of a recurrent layer forwards ("forward_<name>") and one backwards
     ("backward_<name>", its sequence output re-reversed in time) and merges their
     outputs: merge_mode 'concat' (default), 'sum', 'ave', 'mul' or None (a list).
+    A call's `initial_state` is the forward layer's states then the backward one's;
+    its `constants` reach both layers' cells.
 
     Raises:
-      ValueError: an unknown merge_mode, or a layer that is not SimpleRNN/LSTM/GRU.
+      ValueError: an unknown merge_mode, a layer that is not recurrent (RNN, SimpleRNN,
+        LSTM, GRU), at a call an odd number of initial states, Keras tensors mixed with
+        others among the states and constants, or constants for a cell that takes none.
     """
 
     def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None, **kwargs):
@@ -611,20 +639,20 @@ class Bidirectional(Layer):
                 f"Invalid merge mode. Received: {merge_mode}. Merge mode should be one of "
                 '{"sum", "mul", "ave", "concat", None}'
             )
-        if not hasattr(layer, "_config"):
-            raise ValueError(f"Bidirectional needs a SimpleRNN, LSTM or GRU layer; got {layer}")
+        if not isinstance(layer, RNN):
+            raise ValueError(f"Bidirectional needs a recurrent layer (an RNN); got {layer}")
+        # (a config's key, as Keras' from_config reads it: set by a call with constants)
+        self._num_constants = kwargs.pop("num_constants", None) or 0
         super().__init__(**kwargs)
         # (Keras' Wrapper.layer, the layer given; not tracked: its copies hold the weights)
         object.__setattr__(self, "layer", layer)
-        config = dict(layer._config)
-        self.forward_layer = type(layer)(**{**config, "name": "forward_" + layer.name})
+        self.forward_layer = _rnn_copy(layer, "forward_" + layer.name, backwards=False)
         if backward_layer is None:
-            backward = {**config, "go_backwards": not config["go_backwards"]}
-            backward_layer = type(layer)(**{**backward, "name": "backward_" + layer.name})
+            backward_layer = _rnn_copy(layer, "backward_" + layer.name, backwards=True)
         self.backward_layer = backward_layer
         self.merge_mode = merge_mode
-        self.return_sequences = config["return_sequences"]
-        self.return_state = config["return_state"]
+        self.return_sequences = layer.return_sequences
+        self.return_state = layer.return_state
         # Masked steps of the returned sequences are zeros, so that the backward
         # sequence, re-reversed, lines up with the forward one.
         for sub in (self.forward_layer, self.backward_layer):
@@ -633,22 +661,21 @@ class Bidirectional(Layer):
         self.supports_masking = True
 
     def __call__(self, inputs, initial_state=None, constants=None, **kwargs):
-        # As Keras: the forward layer's initial states then the backward one's; Keras
-        # tensors join the inputs ([inputs, *states], the call written with
-        # initial_state=None and constants=None beside them).
-        if constants is not None:
-            kwargs["constants"] = constants  # (the wrapped layer's cell refuses them)
-        if isinstance(inputs, (list, tuple)) and initial_state is None:
-            inputs, initial_state = inputs[0], (list(inputs[1:]) or None)
-        if initial_state is None:
-            return super().__call__(inputs, **kwargs)
-        states = _listed(initial_state)
+        # As Keras: Keras tensors among the states and constants join the inputs
+        # ([inputs, *states, *constants], the call written with initial_state=None and
+        # constants=None beside them); other tensors stay keyword arguments.
+        if isinstance(inputs, (list, tuple)) and initial_state is None and constants is None:
+            inputs, initial_state, constants = self._split_inputs(inputs)
+        states, constants = _listed(initial_state), _listed(constants)
         if len(states) % 2:
             raise ValueError(
                 "When passing `initial_state` to a Bidirectional RNN, the state should be a "
                 f"list containing the states of the underlying RNNs. Received: {states}"
             )
-        keras = {keras_history(t) is not None for t in states}
+        if constants:
+            self._num_constants = len(constants)
+        extra = states + constants
+        keras = {keras_history(t) is not None for t in extra}
         if len(keras) > 1:
             raise ValueError(
                 "The initial state of a Bidirectional layer cannot be specified with a mix "
@@ -656,9 +683,21 @@ class Bidirectional(Layer):
                 "that was returned by a TF-Keras layer, or by `Input`)"
             )
         if keras == {True}:
-            kwargs.setdefault("constants", None)
-            return super().__call__([inputs, *states], initial_state=None, **kwargs)
-        return super().__call__(inputs, initial_state=states, **kwargs)
+            return super().__call__([inputs, *extra], initial_state=None, constants=None, **kwargs)
+        if states:
+            kwargs["initial_state"] = states
+        if constants:
+            kwargs["constants"] = constants
+        return super().__call__(inputs, **kwargs)
+
+    def _split_inputs(self, inputs):
+        """(inputs, initial states or None, constants or None) of a call's input list."""
+        inputs = list(inputs)
+        constants = None
+        if self._num_constants and len(inputs) > self._num_constants:
+            constants = inputs[-self._num_constants :]
+            inputs = inputs[: -self._num_constants]
+        return inputs[0], (inputs[1:] or None), constants
 
     def build(self, input_shape) -> None:
         """Build the forward and backward layers, each in its name scope (their calls
@@ -694,12 +733,12 @@ class Bidirectional(Layer):
         kwargs = {} if mask is None else {"mask": mask}
         if training is not None:
             kwargs["training"] = training
-        if constants is not None:
-            kwargs["constants"] = constants
         if isinstance(inputs, (list, tuple)):
-            inputs, initial_state = inputs[0], (list(inputs[1:]) or None)
+            inputs, initial_state, constants = self._split_inputs(inputs)
             if mask is not None:
                 kwargs["mask"] = nest.flatten(mask)[0]
+        if constants is not None:
+            kwargs["constants"] = constants
         half = len(initial_state) // 2 if initial_state else 0
         forward = {"initial_state": initial_state[:half]} if half else {}
         backward = {"initial_state": initial_state[half:]} if half else {}
