@@ -27,10 +27,13 @@ A step that fails before one of its members ran (its input failed, or never came
   whole group: the leader fails the members waiting in it, and those still to come,
   with CancelledError, so none pairs with the failed task's next step (and a member
   waiting in a later instance of the same step is released, not left to deadlock with
-  the next step's first instance).  Its keys must be known without running it (a V1
-  op's attrs, a V2 op's constant inputs); a V3 member is not followed.
-- in a plain session, as TF 2.21 does: a member that gave up, or that was about to run
-  (its inputs did not wait on the failure), spoils the session's collectives; its
+  the next step's first instance).  Its keys: a V1 op's attrs, a V2 op's constant
+  inputs, else the key inputs that arrived in the failed step, else those of the
+  member's last execution on the task (none known: nothing is aborted, and the others
+  wait until their timeouts); a V3 member is not followed.
+- in a plain session, as TF 2.21 does: a member that gave up, or a V1 member that was
+  about to run (its inputs did not wait on the failure), spoils the session's
+  collectives; its
   later collective kernels fail at once with the member's error class (CancelledError,
   or DeadlineExceededError for a timeout), "Collective ops is aborted by: ...".  A
   fresh session runs them again.  (Its members are all in the step, so withdrawal
@@ -322,11 +325,15 @@ class _Collectives:
             )  # fmt: skip
         device = ctx.device.name
         count_key = (device, group, instance)
+        if not once and isinstance(instance, int):  # (what a failed step's member falls
+            ctx.kernel_state["last_keys"] = (size, group, instance)  # back on: _step_keys)
         k = await self._take_slot(count_key)
         key = f"{group};{instance};{k}"
         future = asyncio.get_running_loop().create_future()
         self.waiting[(key, device)] = future
-        gave_up = errors.CancelledError(None, None, "op cancelled")  # (TF's words)
+        # (TF's words: a V2 member, cancelled as its group forms, says "group")
+        said = "op cancelled" if "instance_key" in ctx.attrs else "group is cancelled"
+        gave_up = errors.CancelledError(None, None, said)
         try:
             self._send_part(key, size, what, device, value)
             timeout = float(ctx.attrs.get("timeout_seconds") or 0)
@@ -657,33 +664,55 @@ def deliver(service, key: str, value) -> None:
 
 def _static_keys(ctx):
     """(size, group, instance) of a collective, known without running it: a V1 op's
-    attrs, a V2 op's constant inputs; None when they are not known so (a V3 op's)."""
+    attrs, a V2 op's constant inputs; None when they are not known so (a V2 op's
+    computed keys, a V3 op's)."""
     a = ctx.attrs
     if "instance_key" in a:
         return int(a["group_size"]), int(a["group_key"]), int(a["instance_key"])
-    names = [arg.name for arg in ctx.op.op_def.inputs]
+    names = _input_names(ctx)
     try:
         values = [constant_value(ctx.op.inputs[names.index(n)]) for n in _V2_HOST]
     except (ValueError, IndexError):
         return None
+    return _keys(values)
+
+
+def _keys(values):
+    """(size, group, instance) from the three key tensors' values, None unless each is
+    a known scalar."""
     if any(v is None or np.size(v) != 1 for v in values):
         return None
-    return tuple(int(np.asarray(v).reshape(-1)[0]) for v in values)
+    try:
+        return tuple(int(np.asarray(v).reshape(-1)[0]) for v in values)
+    except (TypeError, ValueError):
+        return None
 
 
-def _watch_step(ctx, step) -> None:
+def _step_keys(ctx, inputs):
+    """(size, group, instance) of a V2 member that did not run in a failed step: the
+    key inputs that arrived in that step, else those of its last execution on this task
+    (the same keys, unless they change from step to step); None when neither is known."""
+    names, got = _input_names(ctx), inputs()
+    keys = _keys([got[names.index(n)] if names.index(n) < len(got) else None for n in _V2_HOST])
+    return keys if keys is not None else ctx.kernel_state.get("last_keys")
+
+
+def _watch_step(ctx, step, inputs) -> None:
     """(OpDef.step_watch) A step holding this collective starts.  Should it fail before
     the kernel runs: on a task, the member's execution is aborted for its group (the
     others, waiting or to come, fail instead of pairing with this member's next step);
-    in a plain session, one whose inputs did not wait on the failure was about to run
-    and, as in TF, spoils the session's later collectives."""
+    in a plain session, a V1 member whose inputs did not wait on the failure was about
+    to run and, as in TF, spoils the session's later collectives (TF's V2 members spoil
+    none).  `inputs()`: the member's inputs arrived so far in that step (a V2 op's
+    computed keys)."""
     st = ctx.kernel_state
     if "task_service" in st:
         if "keys" not in st:
             st["keys"] = _static_keys(ctx)
-        if st["keys"] is None:
-            return
-    elif ctx.session is None:
+            st["dynamic"] = st["keys"] is None and _V2_HOST[2] in _input_names(ctx)
+        if st["keys"] is None and not st["dynamic"]:
+            return  # (a V3 member: not followed)
+    elif ctx.session is None or "instance_key" not in ctx.attrs:
         return
     unrun = st.get("unrun")
     if unrun is None:
@@ -691,10 +720,14 @@ def _watch_step(ctx, step) -> None:
     unrun[step.serial] = None  # (the kernel takes it out as it starts)
     if len(unrun) > _UNRUN_KEPT:
         del unrun[next(iter(unrun))]
-    step.on_failure(functools.partial(_step_failed, ctx, step.serial))
+    step.on_failure(functools.partial(_step_failed, ctx, step.serial, inputs))
 
 
-def _step_failed(ctx, serial: int, error) -> None:
+def _input_names(ctx) -> list:
+    return [arg.name for arg in ctx.op.op_def.inputs]
+
+
+def _step_failed(ctx, serial: int, inputs, error) -> None:
     st = ctx.kernel_state
     unrun = st.get("unrun")
     if unrun is None or serial not in unrun:
@@ -702,7 +735,9 @@ def _step_failed(ctx, serial: int, error) -> None:
     del unrun[serial]
     state = _collectives(ctx)
     if "task_service" in st:
-        state.unrun_failed(ctx, *st["keys"], error)
+        keys = st["keys"] or _step_keys(ctx, inputs)
+        if keys is not None:
+            state.unrun_failed(ctx, *keys, error)
     elif not _waits_on(ctx.op, getattr(error, "op", None)):
         state.spoil(ctx.session, errors.CancelledError(None, None, "op cancelled"), serial)
 

@@ -17,6 +17,7 @@ test instead of hanging it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -221,4 +222,60 @@ def test_a_member_that_comes_after_its_execution_was_aborted_fails_then_pairs(cl
         assert mine == got["r"] == [[5.5, 11.0]], (mine, got)
     finally:
         for s, _, _ in sessions.values():
+            s.close()
+
+
+# -- V2 members whose size and keys are computed in the step ---------------------------------
+
+
+def _fed_sessions(servers):
+    """Per task: (session, x, keys, mean): a CollectiveReduceV2 of the checked feed x
+    whose size, group and instance keys are fed (`keys`: those three placeholders)."""
+    out = {}
+    for i, server in enumerate(servers):
+        with af.Graph().as_default() as g:
+            with af.device(f"/job:worker/task:{i}/device:CPU:0"):
+                x = af.placeholder(af.float32, [2])
+                keys = [af.placeholder(af.int32, []) for _ in range(3)]
+                mean = af.raw_ops.CollectiveReduceV2(
+                    input=af.debugging.check_numerics(x, "bad feed"), group_size=keys[0],
+                    group_key=keys[1], instance_key=keys[2], ordering_token=[],
+                    merge_op="Add", final_op="Div", timeout_seconds=5.0,
+                )  # fmt: skip
+        out[i] = (af.Session(server.target, graph=g), x, keys, mean)
+    return out
+
+
+def _fed_run(sessions, i, value, instance):
+    sess, x, keys, mean = sessions[i]
+    feeds = {x: value, keys[0]: 2, keys[1]: 7, keys[2]: instance}
+    try:
+        return sess.run(mean, feeds).tolist()
+    except af.errors.OpError as e:
+        return e
+
+
+@pytest.mark.parametrize("failing", [0, 1], ids=["leader_fails", "member_fails"])
+def test_a_v2_member_with_fed_keys_is_aborted_by_its_failed_step(cluster2, failing):
+    # As above with the keys fed: the failed step's member is aborted under the keys it
+    # was fed (not known before the step), and each step after, with its own instance
+    # key, pairs with its own data.  Before, the waiting member paired with the failing
+    # task's next step.
+    sessions = _fed_sessions(cluster2)
+    other = 1 - failing
+    try:
+        waiting, out = _started(lambda: _fed_run(sessions, other, [10.0, 20.0], 3))
+        assert isinstance(_fed_run(sessions, failing, [np.nan, 1.0], 3), af.errors.OpError)
+        waiting.join(10)
+        assert not waiting.is_alive()
+        assert isinstance(out["r"], af.errors.CancelledError), out["r"]
+        for step, instance in enumerate([3, 4, 4]):
+            theirs = [10.0 * (step + 1)] * 2
+            t, got = _started(functools.partial(_fed_run, sessions, other, theirs, instance))
+            mine = _fed_run(sessions, failing, [1.0 * (step + 1)] * 2, instance)
+            t.join(10)
+            want = [5.5 * (step + 1)] * 2
+            assert mine == want and got["r"] == want, (step, mine, got)
+    finally:
+        for s, _, _, _ in sessions.values():
             s.close()
