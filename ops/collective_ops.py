@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import heapq
+import time
 import weakref
 from collections import OrderedDict
 
@@ -74,6 +75,14 @@ _WITHDRAW_WAIT = 10.0
 # from, and how many steps a collective remembers it has not run yet (a step that
 # skips it in a branch and succeeds leaves its mark behind).
 _ABORTED_KEPT = 1024
+# How long (seconds) a leader remembers an aborted execution whose members are not all
+# heard from.  TF forgets a step's collective state when the step is cleaned up; the
+# leader does not see a member's steps, so a member not heard from for this long is
+# taken as gone (its task failed, or stopped running the collective).  One that comes
+# back later is an absent member, as in TF: its group waits for the others until
+# their timeouts (it cannot pair with another step's data: the others' numbers moved
+# on past the aborted one).
+_ABORTED_TTL = 600.0
 _UNRUN_KEPT = 64
 _ABORTED = "Collective ops is aborted by: "
 
@@ -249,8 +258,9 @@ class _Collectives:
         self.parts: dict[str, dict] = {}  # instance -> {device: (what, value)}
         self.waiting: dict[tuple, asyncio.Future] = {}  # (instance, device) -> future
         # (the leader) executions aborted by a member whose step failed before it ran
-        # them: key -> (error, size, members heard from); the others' parts get the
-        # error, now or when they come.
+        # them: key -> (error, size, members heard from, when it is forgotten); the
+        # others' parts get the error, now or when they come.  (In abort order, so in
+        # order of expiry.)
         self.aborted: OrderedDict[str, tuple] = OrderedDict()
         # (plain sessions) session -> (error, serial of the step that spoiled it): a
         # collective of the session gave up, and its later collectives fail, as TF's.
@@ -425,6 +435,7 @@ class _Collectives:
 
     # -- the leader's side
     def add_part(self, key, size, what, device, value) -> None:
+        self._forget_aborted()
         if key in self.aborted:  # its execution was aborted by a member's failed step
             self._heard(key, device)
             return
@@ -445,21 +456,31 @@ class _Collectives:
         """(The leader) `device`'s step failed before its member of execution `key`
         ran: that execution is aborted, for every member.  Those waiting get `error`
         now, those still to come when they come; the execution is forgotten once all
-        `size` members are heard from (at most `_ABORTED_KEPT` are remembered)."""
+        `size` members are heard from, or `_ABORTED_TTL` seconds after the abort (at
+        most `_ABORTED_KEPT` are remembered)."""
+        self._forget_aborted()
         entry = self.aborted.get(key)
         if entry is None:
-            entry = self.aborted[key] = (error, size, set())
+            entry = self.aborted[key] = (error, size, set(), _clock() + _ABORTED_TTL)
             while len(self.aborted) > _ABORTED_KEPT:
                 self.aborted.popitem(last=False)
             for member in self.parts.pop(key, {}):
                 self._heard(key, member)
         self._heard(key, device, tell=False)
 
+    def _forget_aborted(self) -> None:
+        """Forget the aborted executions whose lifetime has passed."""
+        aborted = self.aborted
+        if aborted:
+            now = _clock()
+            while aborted and next(iter(aborted.values()))[3] <= now:
+                aborted.popitem(last=False)
+
     def _heard(self, key: str, device: str, tell: bool = True) -> None:
         entry = self.aborted.get(key)
         if entry is None:  # (all heard from already)
             return
-        error, size, heard = entry
+        error, size, heard, _ = entry
         heard.add(device)
         if len(heard) >= size:
             del self.aborted[key]
@@ -592,6 +613,8 @@ def _combine(ranked: list, parts: dict) -> list:
         return list(np.split(total, n))
     return [total] * n
 
+
+_clock = time.monotonic  # (the aborted executions' lifetimes; tests move it on)
 
 _LOCAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> _Collectives
 

@@ -279,3 +279,35 @@ def test_a_v2_member_with_fed_keys_is_aborted_by_its_failed_step(cluster2, faili
     finally:
         for s, _, _, _ in sessions.values():
             s.close()
+
+
+# -- how long a leader remembers an aborted execution -----------------------------------------
+
+
+def test_an_aborted_execution_whose_member_never_comes_is_forgotten_after_its_lifetime(
+    monkeypatch,
+):
+    # Task 1's step failed before its member of execution 0 ran; task 0's member is heard
+    # from, task 2's never comes (its task is gone).  The leader keeps the abort for its
+    # lifetime (a member coming meanwhile fails), then forgets it: a part coming later
+    # waits for its group as any other.
+    from asyncflow.ops import collective_ops
+
+    now = [1000.0]
+    monkeypatch.setattr(collective_ops, "_clock", lambda: now[0])
+    state = collective_ops._Collectives(None)
+    error = af.errors.CancelledError(None, None, "aborted")
+    member = "/job:worker/task:{}/device:CPU:0".format
+    state.abort_execution("7;1;0", 3, member(1), error)
+    state.add_part("7;1;0", 3, "reduce:Add:Id", member(0), np.ones(2))
+    assert "7;1;0" in state.aborted and "7;1;0" not in state.parts
+    now[0] += collective_ops._ABORTED_TTL - 1
+    state.abort_execution("7;2;0", 3, member(1), error)  # (another instance, later)
+    assert list(state.aborted) == ["7;1;0", "7;2;0"]
+    now[0] += 2
+    state.add_part("7;1;0", 3, "reduce:Add:Id", member(2), np.ones(2))
+    assert list(state.aborted) == ["7;2;0"]
+    assert list(state.parts["7;1;0"]) == [member(2)]
+    now[0] += collective_ops._ABORTED_TTL
+    state.add_part("7;3;0", 3, "reduce:Add:Id", member(2), np.ones(2))
+    assert not state.aborted
