@@ -311,3 +311,55 @@ def test_an_aborted_execution_whose_member_never_comes_is_forgotten_after_its_li
     now[0] += collective_ops._ABORTED_TTL
     state.add_part("7;3;0", 3, "reduce:Add:Id", member(2), np.ones(2))
     assert not state.aborted
+
+
+def test_a_v2_member_whose_keys_never_came_is_aborted_under_its_last_keys(cluster2):
+    # Task 1's instance key comes from a queue; in the failing step the queue is empty
+    # (the key never arrives) and its feed fails: its member is aborted under the keys
+    # of its last execution, so task 0's member of that step fails instead of pairing
+    # with task 1's next step.
+    graphs = {}
+    for i in range(2):
+        with af.Graph().as_default() as g:
+            with af.device(f"/job:worker/task:{i}/device:CPU:0"):
+                x = af.placeholder(af.float32, [2])
+                q = af.FIFOQueue(4, af.int32, shapes=[[]])
+                put = q.enqueue(af.constant(3))
+                mean = af.raw_ops.CollectiveReduceV2(
+                    input=af.debugging.check_numerics(x, "bad feed"), group_size=2,
+                    group_key=7, instance_key=q.dequeue(), ordering_token=[],
+                    merge_op="Add", final_op="Div", timeout_seconds=5.0,
+                )  # fmt: skip
+        graphs[i] = (af.Session(cluster2[i].target, graph=g), x, put, mean)
+
+    def run(i, value):
+        sess, x, _, mean = graphs[i]
+        try:
+            return sess.run(mean, {x: value}).tolist()
+        except af.errors.OpError as e:
+            return e
+
+    def put(*tasks):
+        for i in tasks:
+            graphs[i][0].run(graphs[i][2])
+
+    try:
+        put(0, 1)
+        t, got = _started(lambda: run(0, [10.0, 20.0]))
+        assert run(1, [2.0, 4.0]) == [6.0, 12.0]
+        t.join(10)
+        assert got["r"] == [6.0, 12.0]
+        put(0)
+        waiting, out = _started(lambda: run(0, [10.0, 20.0]))
+        assert isinstance(run(1, [np.nan, 1.0]), af.errors.InvalidArgumentError)
+        waiting.join(10)
+        assert not waiting.is_alive()
+        assert isinstance(out["r"], af.errors.CancelledError), out["r"]
+        put(0, 1)
+        t, got = _started(lambda: run(0, [30.0, 40.0]))
+        assert run(1, [2.0, 4.0]) == [16.0, 22.0]
+        t.join(10)
+        assert got["r"] == [16.0, 22.0]
+    finally:
+        for s, _, _, _ in graphs.values():
+            s.close()
