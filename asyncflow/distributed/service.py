@@ -71,7 +71,8 @@ class _ClientState:
         self.steps: set[int] = set()
         self.kernel_states: dict[str, dict] = {}
         self.functions: TaskFunctions | None = None  # (tf.data functions' nested steps)
-        self.function_graphs: dict[str, object] = {}  # their bodies' digest -> graph
+        # their bodies' digest -> graph (or the error importing them)
+        self.function_graphs: dict[str, object] = {}
 
 
 class StepRendezvous:
@@ -380,12 +381,15 @@ class TaskService:
         for its tensors.  The connection keeps `FUNCTION_BODIES_KEPT` sets, oldest out
         first, as the master counts them (client.py).
 
-        Raises InternalError for a digest this connection holds no bodies of."""
+        Raises InternalError for a digest this connection holds no bodies of, and the
+        InvalidArgumentError of bodies that did not import (again when named later)."""
         digest = meta.get("fh")
         if digest is not None and not isinstance(digest, str):
             raise wire._bad("function digest")
         if blob is None:
             graph = state.function_graphs.get(digest)
+            if isinstance(graph, errors.OpError):  # (the bodies sent did not import)
+                raise graph
             if graph is None:
                 raise errors.InternalError(
                     None, None,
@@ -401,7 +405,13 @@ class TaskService:
         if graph is None:
             if len(state.function_graphs) >= FUNCTION_BODIES_KEPT:
                 state.function_graphs.pop(next(iter(state.function_graphs)))
-            graph = state.function_graphs[key] = decode_functions(data)
+            try:
+                graph = decode_functions(data)
+            except errors.OpError as e:  # (kept too: the master counts these bodies sent)
+                graph = e
+            state.function_graphs[key] = graph
+        if isinstance(graph, errors.OpError):
+            raise graph
         return graph
 
     def _peer_devices(self, listed) -> list[RemoteDevice]:

@@ -16,7 +16,7 @@ import pytest
 from conftest import cluster_of
 
 import asyncflow as af
-from asyncflow.distributed import client, wire
+from asyncflow.distributed import client, graph_codec, wire
 from asyncflow.distributed import service as service_mod
 
 pytestmark = pytest.mark.timeout(30)
@@ -178,6 +178,11 @@ def test_a_digest_the_connection_holds_no_bodies_of_is_a_typed_error():
     with pytest.raises(af.errors.InvalidArgumentError, match="bad function digest"):
         named(task, state, np.zeros(4, np.uint8), {"fh": "00" * 32})
     assert not state.function_graphs
+    # Bodies that do not import fail their registration, and the later ones naming them.
+    bad = np.frombuffer(b"\xff\xff\xff", np.uint8)
+    for blob in (bad, None):
+        with pytest.raises(af.errors.InvalidArgumentError, match="Malformed functions"):
+            named(task, state, blob, {"fh": graph_codec.functions_digest(bad)})
 
 
 def test_a_lost_state_task_fails_the_call_at_once():
