@@ -681,6 +681,13 @@ class Step(FrameRouting):
             self.done = self.loop.create_future()
             await self.done
 
+    def inputs_so_far(self, i: int) -> list:
+        """The inputs of node `i` that have arrived (None for those still to come), as
+        the step stands; until the node runs (its kernel clears them).  A node in a
+        loop's frame has its inputs elsewhere: all None here."""
+        plan = self.plan
+        return self.vals[plan.starts[i] : plan.ends[i]]
+
     def results(self) -> list:
         if self.root is not None:
             return self._frame_results()  # (a dead fetch raises)

@@ -193,10 +193,10 @@ def compile_plan(
             slot += 1
     plan.kernels = kernels
     plan.ctxs = ctxs
-    # (watch, ctx) of the ops that follow each step of the plan (OpDef.step_watch)
+    # (watch, ctx, node) of the ops that follow each step of the plan (OpDef.step_watch)
     plan.watchers = tuple(
-        (op.op_def.step_watch, ctx)
-        for op, ctx in zip(plan.nodes, ctxs, strict=True)
+        (op.op_def.step_watch, ctx, i)
+        for i, (op, ctx) in enumerate(zip(plan.nodes, ctxs, strict=True))
         if op.op_def.step_watch is not None
     )
     plan.starts = starts

@@ -169,8 +169,9 @@ class OpDef:
     no_kernel_error: Callable | None = None
     # For ops whose state must follow every step that holds them, whether their kernel
     # runs or not (the collectives: a step that fails before its member ran still uses
-    # that member's execution): `step_watch(ctx, step)` is called as a step of a plan
-    # holding the op starts, before any kernel (`step`: its kernel_api.StepContext).
+    # that member's execution): `step_watch(ctx, step, inputs)` is called as a step of a
+    # plan holding the op starts, before any kernel (`step`: its kernel_api.StepContext;
+    # `inputs()`: the node's inputs arrived so far in that step, None for the others).
     step_watch: Callable | None = None
 
     def kernel(self, *device_types: str, host_memory: Iterable[str] = ()) -> Callable:

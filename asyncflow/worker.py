@@ -19,6 +19,7 @@ an abort reaches all of it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import weakref
 from typing import Protocol
@@ -147,7 +148,7 @@ class LocalWorker:
             token = _CURRENT_STEP.set(sctx)
             try:
                 if plans[0].watchers:
-                    _watch(plans, sctx)
+                    _watch([step], sctx)
                 step.start()
             except BaseException as exc:  # (as _finish ends a failed step)
                 step.cancel_tasks()
@@ -181,7 +182,7 @@ class LocalWorker:
             token = _CURRENT_STEP.set(sctx)
             trace_token = None if trace is None else tracing.collect_into(trace)
             try:
-                _watch(plans, sctx)
+                _watch(steps, sctx)
                 for s in steps:
                     s.start()
             finally:
@@ -226,12 +227,12 @@ class LocalWorker:
             status.close()
 
 
-def _watch(plans, sctx: StepContext) -> None:
+def _watch(steps, sctx: StepContext) -> None:
     """Tell the ops that follow every step holding them (OpDef.step_watch) that one
     starts."""
-    for plan in plans:
-        for watch, ctx in plan.watchers:
-            watch(ctx, sctx)
+    for step in steps:
+        for watch, ctx, i in step.plan.watchers:
+            watch(ctx, sctx, functools.partial(step.inputs_so_far, i))
 
 
 class StepStatus:

@@ -27,10 +27,13 @@ A step that fails before one of its members ran (its input failed, or never came
   whole group: the leader fails the members waiting in it, and those still to come,
   with CancelledError, so none pairs with the failed task's next step (and a member
   waiting in a later instance of the same step is released, not left to deadlock with
-  the next step's first instance).  Its keys must be known without running it (a V1
-  op's attrs, a V2 op's constant inputs); a V3 member is not followed.
-- in a plain session, as TF 2.21 does: a member that gave up, or that was about to run
-  (its inputs did not wait on the failure), spoils the session's collectives; its
+  the next step's first instance).  Its keys: a V1 op's attrs, a V2 op's constant
+  inputs, else the key inputs that arrived in the failed step, else those of the
+  member's last execution on the task (none known: nothing is aborted, and the others
+  wait until their timeouts); a V3 member is not followed.
+- in a plain session, as TF 2.21 does: a member that gave up, or a V1 member that was
+  about to run (its inputs did not wait on the failure), spoils the session's
+  collectives; its
   later collective kernels fail at once with the member's error class (CancelledError,
   or DeadlineExceededError for a timeout), "Collective ops is aborted by: ...".  A
   fresh session runs them again.  (Its members are all in the step, so withdrawal
@@ -45,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import heapq
+import time
 import weakref
 from collections import OrderedDict
 
@@ -71,6 +75,14 @@ _WITHDRAW_WAIT = 10.0
 # from, and how many steps a collective remembers it has not run yet (a step that
 # skips it in a branch and succeeds leaves its mark behind).
 _ABORTED_KEPT = 1024
+# How long (seconds) a leader remembers an aborted execution whose members are not all
+# heard from.  TF forgets a step's collective state when the step is cleaned up; the
+# leader does not see a member's steps, so a member not heard from for this long is
+# taken as gone (its task failed, or stopped running the collective).  One that comes
+# back later is an absent member, as in TF: its group waits for the others until
+# their timeouts (it cannot pair with another step's data: the others' numbers moved
+# on past the aborted one).
+_ABORTED_TTL = 600.0
 _UNRUN_KEPT = 64
 _ABORTED = "Collective ops is aborted by: "
 
@@ -246,8 +258,9 @@ class _Collectives:
         self.parts: dict[str, dict] = {}  # instance -> {device: (what, value)}
         self.waiting: dict[tuple, asyncio.Future] = {}  # (instance, device) -> future
         # (the leader) executions aborted by a member whose step failed before it ran
-        # them: key -> (error, size, members heard from); the others' parts get the
-        # error, now or when they come.
+        # them: key -> (error, size, members heard from, when it is forgotten); the
+        # others' parts get the error, now or when they come.  (In abort order, so in
+        # order of expiry.)
         self.aborted: OrderedDict[str, tuple] = OrderedDict()
         # (plain sessions) session -> (error, serial of the step that spoiled it): a
         # collective of the session gave up, and its later collectives fail, as TF's.
@@ -322,11 +335,15 @@ class _Collectives:
             )  # fmt: skip
         device = ctx.device.name
         count_key = (device, group, instance)
+        if not once and isinstance(instance, int):  # (what a failed step's member falls
+            ctx.kernel_state["last_keys"] = (size, group, instance)  # back on: _step_keys)
         k = await self._take_slot(count_key)
         key = f"{group};{instance};{k}"
         future = asyncio.get_running_loop().create_future()
         self.waiting[(key, device)] = future
-        gave_up = errors.CancelledError(None, None, "op cancelled")  # (TF's words)
+        # (TF's words: a V2 member, cancelled as its group forms, says "group")
+        said = "op cancelled" if "instance_key" in ctx.attrs else "group is cancelled"
+        gave_up = errors.CancelledError(None, None, said)
         try:
             self._send_part(key, size, what, device, value)
             timeout = float(ctx.attrs.get("timeout_seconds") or 0)
@@ -418,6 +435,7 @@ class _Collectives:
 
     # -- the leader's side
     def add_part(self, key, size, what, device, value) -> None:
+        self._forget_aborted()
         if key in self.aborted:  # its execution was aborted by a member's failed step
             self._heard(key, device)
             return
@@ -438,21 +456,31 @@ class _Collectives:
         """(The leader) `device`'s step failed before its member of execution `key`
         ran: that execution is aborted, for every member.  Those waiting get `error`
         now, those still to come when they come; the execution is forgotten once all
-        `size` members are heard from (at most `_ABORTED_KEPT` are remembered)."""
+        `size` members are heard from, or `_ABORTED_TTL` seconds after the abort (at
+        most `_ABORTED_KEPT` are remembered)."""
+        self._forget_aborted()
         entry = self.aborted.get(key)
         if entry is None:
-            entry = self.aborted[key] = (error, size, set())
+            entry = self.aborted[key] = (error, size, set(), _clock() + _ABORTED_TTL)
             while len(self.aborted) > _ABORTED_KEPT:
                 self.aborted.popitem(last=False)
             for member in self.parts.pop(key, {}):
                 self._heard(key, member)
         self._heard(key, device, tell=False)
 
+    def _forget_aborted(self) -> None:
+        """Forget the aborted executions whose lifetime has passed."""
+        aborted = self.aborted
+        if aborted:
+            now = _clock()
+            while aborted and next(iter(aborted.values()))[3] <= now:
+                aborted.popitem(last=False)
+
     def _heard(self, key: str, device: str, tell: bool = True) -> None:
         entry = self.aborted.get(key)
         if entry is None:  # (all heard from already)
             return
-        error, size, heard = entry
+        error, size, heard, _ = entry
         heard.add(device)
         if len(heard) >= size:
             del self.aborted[key]
@@ -586,6 +614,8 @@ def _combine(ranked: list, parts: dict) -> list:
     return [total] * n
 
 
+_clock = time.monotonic  # (the aborted executions' lifetimes; tests move it on)
+
 _LOCAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> _Collectives
 
 
@@ -657,33 +687,55 @@ def deliver(service, key: str, value) -> None:
 
 def _static_keys(ctx):
     """(size, group, instance) of a collective, known without running it: a V1 op's
-    attrs, a V2 op's constant inputs; None when they are not known so (a V3 op's)."""
+    attrs, a V2 op's constant inputs; None when they are not known so (a V2 op's
+    computed keys, a V3 op's)."""
     a = ctx.attrs
     if "instance_key" in a:
         return int(a["group_size"]), int(a["group_key"]), int(a["instance_key"])
-    names = [arg.name for arg in ctx.op.op_def.inputs]
+    names = _input_names(ctx)
     try:
         values = [constant_value(ctx.op.inputs[names.index(n)]) for n in _V2_HOST]
     except (ValueError, IndexError):
         return None
+    return _keys(values)
+
+
+def _keys(values):
+    """(size, group, instance) from the three key tensors' values, None unless each is
+    a known scalar."""
     if any(v is None or np.size(v) != 1 for v in values):
         return None
-    return tuple(int(np.asarray(v).reshape(-1)[0]) for v in values)
+    try:
+        return tuple(int(np.asarray(v).reshape(-1)[0]) for v in values)
+    except (TypeError, ValueError):
+        return None
 
 
-def _watch_step(ctx, step) -> None:
+def _step_keys(ctx, inputs):
+    """(size, group, instance) of a V2 member that did not run in a failed step: the
+    key inputs that arrived in that step, else those of its last execution on this task
+    (the same keys, unless they change from step to step); None when neither is known."""
+    names, got = _input_names(ctx), inputs()
+    keys = _keys([got[names.index(n)] if names.index(n) < len(got) else None for n in _V2_HOST])
+    return keys if keys is not None else ctx.kernel_state.get("last_keys")
+
+
+def _watch_step(ctx, step, inputs) -> None:
     """(OpDef.step_watch) A step holding this collective starts.  Should it fail before
     the kernel runs: on a task, the member's execution is aborted for its group (the
     others, waiting or to come, fail instead of pairing with this member's next step);
-    in a plain session, one whose inputs did not wait on the failure was about to run
-    and, as in TF, spoils the session's later collectives."""
+    in a plain session, a V1 member whose inputs did not wait on the failure was about
+    to run and, as in TF, spoils the session's later collectives (TF's V2 members spoil
+    none).  `inputs()`: the member's inputs arrived so far in that step (a V2 op's
+    computed keys)."""
     st = ctx.kernel_state
     if "task_service" in st:
         if "keys" not in st:
             st["keys"] = _static_keys(ctx)
-        if st["keys"] is None:
-            return
-    elif ctx.session is None:
+            st["dynamic"] = st["keys"] is None and _V2_HOST[2] in _input_names(ctx)
+        if st["keys"] is None and not st["dynamic"]:
+            return  # (a V3 member: not followed)
+    elif ctx.session is None or "instance_key" not in ctx.attrs:
         return
     unrun = st.get("unrun")
     if unrun is None:
@@ -691,10 +743,14 @@ def _watch_step(ctx, step) -> None:
     unrun[step.serial] = None  # (the kernel takes it out as it starts)
     if len(unrun) > _UNRUN_KEPT:
         del unrun[next(iter(unrun))]
-    step.on_failure(functools.partial(_step_failed, ctx, step.serial))
+    step.on_failure(functools.partial(_step_failed, ctx, step.serial, inputs))
 
 
-def _step_failed(ctx, serial: int, error) -> None:
+def _input_names(ctx) -> list:
+    return [arg.name for arg in ctx.op.op_def.inputs]
+
+
+def _step_failed(ctx, serial: int, inputs, error) -> None:
     st = ctx.kernel_state
     unrun = st.get("unrun")
     if unrun is None or serial not in unrun:
@@ -702,7 +758,9 @@ def _step_failed(ctx, serial: int, error) -> None:
     del unrun[serial]
     state = _collectives(ctx)
     if "task_service" in st:
-        state.unrun_failed(ctx, *st["keys"], error)
+        keys = st["keys"] or _step_keys(ctx, inputs)
+        if keys is not None:
+            state.unrun_failed(ctx, *keys, error)
     elif not _waits_on(ctx.op, getattr(error, "op", None)):
         state.spoil(ctx.session, errors.CancelledError(None, None, "op cancelled"), serial)
 

@@ -17,6 +17,7 @@ test instead of hanging it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -221,4 +222,144 @@ def test_a_member_that_comes_after_its_execution_was_aborted_fails_then_pairs(cl
         assert mine == got["r"] == [[5.5, 11.0]], (mine, got)
     finally:
         for s, _, _ in sessions.values():
+            s.close()
+
+
+# -- V2 members whose size and keys are computed in the step ---------------------------------
+
+
+def _fed_sessions(servers):
+    """Per task: (session, x, keys, mean): a CollectiveReduceV2 of the checked feed x
+    whose size, group and instance keys are fed (`keys`: those three placeholders)."""
+    out = {}
+    for i, server in enumerate(servers):
+        with af.Graph().as_default() as g:
+            with af.device(f"/job:worker/task:{i}/device:CPU:0"):
+                x = af.placeholder(af.float32, [2])
+                keys = [af.placeholder(af.int32, []) for _ in range(3)]
+                mean = af.raw_ops.CollectiveReduceV2(
+                    input=af.debugging.check_numerics(x, "bad feed"), group_size=keys[0],
+                    group_key=keys[1], instance_key=keys[2], ordering_token=[],
+                    merge_op="Add", final_op="Div", timeout_seconds=5.0,
+                )  # fmt: skip
+        out[i] = (af.Session(server.target, graph=g), x, keys, mean)
+    return out
+
+
+def _fed_run(sessions, i, value, instance):
+    sess, x, keys, mean = sessions[i]
+    feeds = {x: value, keys[0]: 2, keys[1]: 7, keys[2]: instance}
+    try:
+        return sess.run(mean, feeds).tolist()
+    except af.errors.OpError as e:
+        return e
+
+
+@pytest.mark.parametrize("failing", [0, 1], ids=["leader_fails", "member_fails"])
+def test_a_v2_member_with_fed_keys_is_aborted_by_its_failed_step(cluster2, failing):
+    # As above with the keys fed: the failed step's member is aborted under the keys it
+    # was fed (not known before the step), and each step after, with its own instance
+    # key, pairs with its own data.  Before, the waiting member paired with the failing
+    # task's next step.
+    sessions = _fed_sessions(cluster2)
+    other = 1 - failing
+    try:
+        waiting, out = _started(lambda: _fed_run(sessions, other, [10.0, 20.0], 3))
+        assert isinstance(_fed_run(sessions, failing, [np.nan, 1.0], 3), af.errors.OpError)
+        waiting.join(10)
+        assert not waiting.is_alive()
+        assert isinstance(out["r"], af.errors.CancelledError), out["r"]
+        for step, instance in enumerate([3, 4, 4]):
+            theirs = [10.0 * (step + 1)] * 2
+            t, got = _started(functools.partial(_fed_run, sessions, other, theirs, instance))
+            mine = _fed_run(sessions, failing, [1.0 * (step + 1)] * 2, instance)
+            t.join(10)
+            want = [5.5 * (step + 1)] * 2
+            assert mine == want and got["r"] == want, (step, mine, got)
+    finally:
+        for s, _, _, _ in sessions.values():
+            s.close()
+
+
+# -- how long a leader remembers an aborted execution -----------------------------------------
+
+
+def test_an_aborted_execution_whose_member_never_comes_is_forgotten_after_its_lifetime(
+    monkeypatch,
+):
+    # Task 1's step failed before its member of execution 0 ran; task 0's member is heard
+    # from, task 2's never comes (its task is gone).  The leader keeps the abort for its
+    # lifetime (a member coming meanwhile fails), then forgets it: a part coming later
+    # waits for its group as any other.
+    from asyncflow.ops import collective_ops
+
+    now = [1000.0]
+    monkeypatch.setattr(collective_ops, "_clock", lambda: now[0])
+    state = collective_ops._Collectives(None)
+    error = af.errors.CancelledError(None, None, "aborted")
+    member = "/job:worker/task:{}/device:CPU:0".format
+    state.abort_execution("7;1;0", 3, member(1), error)
+    state.add_part("7;1;0", 3, "reduce:Add:Id", member(0), np.ones(2))
+    assert "7;1;0" in state.aborted and "7;1;0" not in state.parts
+    now[0] += collective_ops._ABORTED_TTL - 1
+    state.abort_execution("7;2;0", 3, member(1), error)  # (another instance, later)
+    assert list(state.aborted) == ["7;1;0", "7;2;0"]
+    now[0] += 2
+    state.add_part("7;1;0", 3, "reduce:Add:Id", member(2), np.ones(2))
+    assert list(state.aborted) == ["7;2;0"]
+    assert list(state.parts["7;1;0"]) == [member(2)]
+    now[0] += collective_ops._ABORTED_TTL
+    state.add_part("7;3;0", 3, "reduce:Add:Id", member(2), np.ones(2))
+    assert not state.aborted
+
+
+def test_a_v2_member_whose_keys_never_came_is_aborted_under_its_last_keys(cluster2):
+    # Task 1's instance key comes from a queue; in the failing step the queue is empty
+    # (the key never arrives) and its feed fails: its member is aborted under the keys
+    # of its last execution, so task 0's member of that step fails instead of pairing
+    # with task 1's next step.
+    graphs = {}
+    for i in range(2):
+        with af.Graph().as_default() as g:
+            with af.device(f"/job:worker/task:{i}/device:CPU:0"):
+                x = af.placeholder(af.float32, [2])
+                q = af.FIFOQueue(4, af.int32, shapes=[[]])
+                put = q.enqueue(af.constant(3))
+                mean = af.raw_ops.CollectiveReduceV2(
+                    input=af.debugging.check_numerics(x, "bad feed"), group_size=2,
+                    group_key=7, instance_key=q.dequeue(), ordering_token=[],
+                    merge_op="Add", final_op="Div", timeout_seconds=5.0,
+                )  # fmt: skip
+        graphs[i] = (af.Session(cluster2[i].target, graph=g), x, put, mean)
+
+    def run(i, value):
+        sess, x, _, mean = graphs[i]
+        try:
+            return sess.run(mean, {x: value}).tolist()
+        except af.errors.OpError as e:
+            return e
+
+    def put(*tasks):
+        for i in tasks:
+            graphs[i][0].run(graphs[i][2])
+
+    try:
+        put(0, 1)
+        t, got = _started(lambda: run(0, [10.0, 20.0]))
+        assert run(1, [2.0, 4.0]) == [6.0, 12.0]
+        t.join(10)
+        assert got["r"] == [6.0, 12.0]
+        put(0)
+        waiting, out = _started(lambda: run(0, [10.0, 20.0]))
+        assert isinstance(run(1, [np.nan, 1.0]), af.errors.InvalidArgumentError)
+        waiting.join(10)
+        assert not waiting.is_alive()
+        assert isinstance(out["r"], af.errors.CancelledError), out["r"]
+        put(0, 1)
+        t, got = _started(lambda: run(0, [30.0, 40.0]))
+        assert run(1, [2.0, 4.0]) == [16.0, 22.0]
+        t.join(10)
+        assert got["r"] == [16.0, 22.0]
+    finally:
+        for s, _, _, _ in graphs.values():
             s.close()

@@ -8,7 +8,11 @@ prunes, places and partitions as for one process; `register_partitions` groups t
 partitions by task and encodes them once (GraphDefs); a step is one RUN message per
 task carrying that task's feeds, answered with its fetches.  Registration travels
 lazily, in front of the first RUN on each connection (no round trip of its own), so a
-connection opened later (another event loop, a reconnect) re-registers by itself.
+connection opened later (another event loop, a reconnect) re-registers by itself.  The
+tf.data function bodies a registration's partitions call travel once per connection:
+later registrations name them by digest, which the task holds because the connection
+delivers in order and both sides keep the same bounded list of sets
+(graph_codec.FUNCTION_BODIES_KEPT, oldest out first).
 
 Fault tolerance: every connection pings a task that owes it an answer and gives up
 after `wire.Connection.dead_after` seconds of silence; the first task to fail a step
@@ -18,7 +22,8 @@ session was created (its incarnation changed) answers AbortedError: its state is
 the session must be recreated (as MonitoredSession does).
 
 Invariant: a connection belongs to the event loop that opened it; `registered` lists
-the handles sent on the current connection.
+the handles sent on the current connection, `functions` the digests of the function
+bodies sent on it that the task still keeps.
 """
 
 from __future__ import annotations
@@ -36,7 +41,12 @@ import numpy as np
 from asyncflow import device_spec, errors
 from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import ClusterSpec, split_address
-from asyncflow.distributed.graph_codec import encode_functions, encode_partition
+from asyncflow.distributed.graph_codec import (
+    FUNCTION_BODIES_KEPT,
+    encode_functions,
+    encode_partition,
+    functions_digest,
+)
 from asyncflow.graph_io import attr_value
 from asyncflow.protos.cost_graph_pb2 import CostGraphDef
 from asyncflow.protos.step_stats_pb2 import StepStats
@@ -111,6 +121,7 @@ class _Channel:
 
     __slots__ = (
         "name", "host", "sni", "port", "incarnation", "conn", "registered", "connecting",
+        "functions",
     )  # fmt: skip
 
     def __init__(self, name, address, incarnation):
@@ -122,10 +133,30 @@ class _Channel:
         self.conn: wire.Connection | None = None
         self.registered: set[int] = set()
         self.connecting: asyncio.Future | None = None
+        # digests of the function bodies sent on the current connection that the task
+        # still keeps (the same list as its own: oldest out first)
+        self.functions: dict[str, None] = {}
+
+    def reconnected(self) -> None:
+        """A new connection (or none): the task knows nothing sent before."""
+        self.registered = set()
+        self.functions = {}
+
+    def tell_functions(self, digest: str) -> bool:
+        """Whether function bodies `digest` must travel with a registration on the
+        current connection (the task has not got them); noted as sent if so."""
+        if digest in self.functions:
+            return False
+        if len(self.functions) >= FUNCTION_BODIES_KEPT:
+            del self.functions[next(iter(self.functions))]
+        self.functions[digest] = None
+        return True
 
 
 class _TaskGraph:
-    __slots__ = ("channel", "handle", "meta", "tensors", "feed_ids", "fetch_ids")
+    __slots__ = (
+        "channel", "handle", "meta", "tensors", "feed_ids", "fetch_ids", "functions",
+    )  # fmt: skip
 
 
 class RemoteGraph:
@@ -252,13 +283,14 @@ class ClusterWorker:
             if trace:
                 t.meta["tr"] = 1
             functions = encode_functions([n for p in tparts for n in p.nodes])
-            if functions:  # (tf.data functions' bodies: the last blob)
-                t.meta["fn"] = 1
+            t.functions = None
+            if functions:  # (tf.data functions' bodies: the last blob, or their digest)
+                t.meta["fh"] = functions_digest(functions)
                 # (where the functions' state on other tasks is: task_functions.py)
                 t.meta["dv"] = [_device_status(d) for d in self.devices]
                 if self.share_devices:
                     t.meta["sd"] = 1
-                blobs.append(np.frombuffer(functions, np.uint8))
+                t.functions = np.frombuffer(functions, np.uint8)
             t.tensors = blobs
             t.feed_ids = feed_ids
             t.fetch_ids = fetch_ids
@@ -378,7 +410,12 @@ class ClusterWorker:
     def _send_run(self, conn, t: _TaskGraph, gs, feed_values, step_timeout, trace=0):
         ch = t.channel
         if t.handle not in ch.registered:
-            conn.send(wire.REGISTER, 0, t.meta, t.tensors)
+            meta, tensors = t.meta, t.tensors
+            if t.functions is not None:  # the bodies once per connection, then by digest
+                sent = ch.tell_functions(meta["fh"])
+                meta = {**meta, "fn": 1 if sent else 2}
+                tensors = [*tensors, t.functions] if sent else tensors
+            conn.send(wire.REGISTER, 0, meta, tensors)
             ch.registered.add(t.handle)
         meta = {"h": t.handle, "s": gs}
         if step_timeout:
@@ -397,7 +434,7 @@ class ClusterWorker:
         if old is not None and old.closed is None:
             _on_loop(old.loop, old.abort, _cancelled())
         ch.conn = None
-        ch.registered = set()
+        ch.reconnected()
         ch.connecting = loop.create_future()
         try:
             conn = await wire.connect(
@@ -457,7 +494,7 @@ class ClusterWorker:
         self._closed = True
         for ch in self._channels.values():
             conn, ch.conn = ch.conn, None
-            ch.registered = set()
+            ch.reconnected()
             if conn is not None and conn.closed is None:
                 _shutdown(conn)
                 _on_loop(conn.loop, conn.abort, _cancelled())

@@ -21,6 +21,8 @@ nothing from the wire is evaluated.
 
 from __future__ import annotations
 
+import hashlib
+
 from asyncflow import errors
 from asyncflow import graph as ops
 from asyncflow.dataset_functions import FUNCTION_LIST_ATTRS
@@ -29,9 +31,20 @@ from asyncflow.partition import PNode
 from asyncflow.protos.graph_pb2 import GraphDef
 from asyncflow.registry import REQUIRED, TypeConstraint, get_op_def
 
-__all__ = ["decode_functions", "decode_partition", "encode_functions", "encode_partition"]
+__all__ = [
+    "FUNCTION_BODIES_KEPT",
+    "decode_functions",
+    "decode_partition",
+    "encode_functions",
+    "encode_partition",
+    "functions_digest",
+]
 
 MAX_NODES = 1 << 22
+# Distinct sets of function bodies a task keeps imported per master connection, oldest
+# first out; the master mirrors that list, in the same order, to know which sets it may
+# name by digest instead of sending them again (client.py `_Channel.functions`).
+FUNCTION_BODIES_KEPT = 64
 
 
 def encode_partition(nodes, feed_local: dict) -> bytes:
@@ -246,6 +259,12 @@ def encode_functions(nodes) -> bytes:
             if groups:
                 nd.attr["_class"].list.s.extend(groups)
     return gd.SerializeToString()
+
+
+def functions_digest(data) -> str:
+    """The name of a set of function bodies (`encode_functions`' bytes) on a master
+    connection: their SHA-256, in hex."""
+    return hashlib.sha256(bytes(data)).hexdigest()
 
 
 def decode_functions(data: bytes) -> ops.Graph:

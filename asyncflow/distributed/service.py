@@ -5,8 +5,9 @@ event loop.  A master (in a client's process) registers each (feeds, fetches)
 combination's partitions for this task once per connection (REGISTER: GraphDefs this
 service lowers with the compiler into plans, kept by a `LocalWorker`); a step is one
 RUN message carrying the task's feeds and answered with its fetches.  The tf.data
-functions the partitions' ops call come along as one more GraphDef (graph_codec); the
-connection's `TaskFunctions` runs them as nested steps, the kernels' `ctx.session`.
+functions the partitions' ops call come along as one more GraphDef (graph_codec), once
+per connection (later registrations name it by digest); the connection's
+`TaskFunctions` runs them as nested steps, the kernels' `ctx.session`.
 
 Tensors cross tasks by push: a _Send whose _Recv lives on another task writes a PUSH
 frame (step id, rendezvous key, tensor) on this task's link to that one; the receiving
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
 import time
 
 import numpy as np
@@ -39,7 +39,13 @@ from asyncflow.config import RunMetadata, RunOptions
 from asyncflow.distributed import wire
 from asyncflow.distributed.client import RemoteDevice
 from asyncflow.distributed.cluster import ClusterSpec, split_address
-from asyncflow.distributed.graph_codec import decode_attr_type, decode_functions, decode_partition
+from asyncflow.distributed.graph_codec import (
+    FUNCTION_BODIES_KEPT,
+    decode_attr_type,
+    decode_functions,
+    decode_partition,
+    functions_digest,
+)
 from asyncflow.distributed.task_functions import TaskFunctions
 from asyncflow.kernel_api import in_quiet_step, quiet_step
 from asyncflow.lowering import compile_control_flow, compile_plan
@@ -52,7 +58,6 @@ __all__ = ["TaskService"]
 _FINISHED_KEPT = 1 << 14
 _ORPHAN_AFTER = 60.0  # s: a rendezvous made by PUSHes whose RUN never came
 _COLLECTIVE_STEP = -1  # the step id of collective frames, which belong to no one step
-_FUNCTION_GRAPHS_KEPT = 64  # per connection: distinct sets of dataset functions imported
 _MAX_SESSION_DEVICES = 1 << 14
 
 
@@ -66,7 +71,8 @@ class _ClientState:
         self.steps: set[int] = set()
         self.kernel_states: dict[str, dict] = {}
         self.functions: TaskFunctions | None = None  # (tf.data functions' nested steps)
-        self.function_graphs: dict[bytes, object] = {}  # sha256 of their bodies -> graph
+        # their bodies' digest -> graph (or the error importing them)
+        self.function_graphs: dict[str, object] = {}
 
 
 class StepRendezvous:
@@ -318,8 +324,9 @@ class TaskService:
             raise wire._bad("registration")
         blobs = wire.decode_tensors(meta.get("t", []), payload)
         fn_graph = session = None
-        if meta.get("fn") == 1 and blobs:  # tf.data functions' bodies (graph_codec)
-            fn_graph = self._function_graph(state, blobs.pop())
+        fn = meta.get("fn")
+        if (fn == 1 and blobs) or fn == 2:  # tf.data functions' bodies (graph_codec)
+            fn_graph = self._function_graph(state, blobs.pop() if fn == 1 else None, meta)
             if state.functions is None:
                 state.functions = TaskFunctions(
                     self, self._peer_devices(meta.get("dv")), meta.get("sd") == 1
@@ -367,18 +374,44 @@ class TaskService:
             graph.rendezvous_factory = lambda step_id: self.rendezvous_for(step_id, peers)
         return self.worker.register_graph(graph)
 
-    @staticmethod
-    def _function_graph(state: _ClientState, blob) -> ops.Graph:
-        """The graph of the function bodies `blob` holds, imported once per connection
-        and content: the master sends them with every registration, and a graph reused
-        keeps the plans TaskFunctions cached for its tensors."""
+    def _function_graph(self, state: _ClientState, blob, meta) -> ops.Graph:
+        """The graph of the function bodies a registration calls: `blob`, imported once
+        per connection and content, or (no blob) the one its digest "fh" names, sent
+        on this connection before.  A graph reused keeps the plans TaskFunctions cached
+        for its tensors.  The connection keeps `FUNCTION_BODIES_KEPT` sets, oldest out
+        first, as the master counts them (client.py).
+
+        Raises InternalError for a digest this connection holds no bodies of, and the
+        InvalidArgumentError of bodies that did not import (again when named later)."""
+        digest = meta.get("fh")
+        if digest is not None and not isinstance(digest, str):
+            raise wire._bad("function digest")
+        if blob is None:
+            graph = state.function_graphs.get(digest)
+            if isinstance(graph, errors.OpError):  # (the bodies sent did not import)
+                raise graph
+            if graph is None:
+                raise errors.InternalError(
+                    None, None,
+                    f"{self.name} holds no function bodies {str(digest)[:16]}... on this "
+                    "connection: the master named bodies it did not send",
+                )  # fmt: skip
+            return graph
         data = bytes(blob)
-        key = hashlib.sha256(data).digest()
+        key = functions_digest(data)
+        if digest is not None and digest != key:
+            raise wire._bad("function digest")
         graph = state.function_graphs.get(key)
         if graph is None:
-            if len(state.function_graphs) >= _FUNCTION_GRAPHS_KEPT:
+            if len(state.function_graphs) >= FUNCTION_BODIES_KEPT:
                 state.function_graphs.pop(next(iter(state.function_graphs)))
-            graph = state.function_graphs[key] = decode_functions(data)
+            try:
+                graph = decode_functions(data)
+            except errors.OpError as e:  # (kept too: the master counts these bodies sent)
+                graph = e
+            state.function_graphs[key] = graph
+        if isinstance(graph, errors.OpError):
+            raise graph
         return graph
 
     def _peer_devices(self, listed) -> list[RemoteDevice]:

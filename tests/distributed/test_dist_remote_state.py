@@ -9,11 +9,14 @@ there in any session (distributed/task_functions.py)."""
 import json
 import pathlib
 import sys
+import types
 
+import numpy as np
 import pytest
 from conftest import cluster_of
 
 import asyncflow as af
+from asyncflow.distributed import client, graph_codec, wire
 from asyncflow.distributed import service as service_mod
 
 pytestmark = pytest.mark.timeout(30)
@@ -98,8 +101,8 @@ def test_a_failed_read_on_the_other_task_ends_the_pass_and_the_session_goes_on(p
 
 
 def test_function_bodies_are_imported_once_per_session(ps_worker, monkeypatch):
-    # Every registration carries the bodies of the functions its partitions call; the
-    # task imports a set once per connection (by content), not at each registration.
+    # Every registration calls the bodies of the functions of its partitions; the task
+    # imports a set once per connection (by content), not at each registration.
     imports = []
     decode = service_mod.decode_functions
     monkeypatch.setattr(
@@ -118,6 +121,68 @@ def test_function_bodies_are_imported_once_per_session(ps_worker, monkeypatch):
             s.run([it.initializer, other], {k: 3})  # registration 2: the same bodies
             assert [int(s.run(nxt)) for _ in range(3)] == [0, 3, 6]
         assert len(imports) == 1
+
+
+def test_function_bodies_travel_once_per_connection(ps_worker, monkeypatch):
+    # The master sends a set of bodies with the first registration that calls them on a
+    # connection and names it by digest in the later ones; a new connection (the old
+    # one lost) gets the bodies again, and its steps run.
+    registers = []  # (fn, bytes of the frame's tensors) of each REGISTER sent
+    send = wire.Connection.send
+
+    def counting(conn, kind, rid=0, meta=None, tensors=None):
+        if kind == wire.REGISTER:
+            size = sum(np.asarray(t).nbytes for t in tensors or ())
+            registers.append((meta.get("fn"), size))
+        return send(conn, kind, rid, meta, tensors)
+
+    monkeypatch.setattr(wire.Connection, "send", counting)
+    with af.Graph().as_default():
+        with af.device(cases.WORKER):
+            k = af.placeholder(af.int64, [])
+            table = af.constant(np.arange(2000, dtype=np.int64))  # (a body of some size)
+            ds = af.data.Dataset.range(3).map(lambda x: af.gather(table, x) * k)
+            it = af.data.make_initializable_iterator(ds)
+            nxt = it.get_next()
+            others = [af.constant(i) for i in range(3)]
+        with af.Session(ps_worker) as s:
+            s.run(it.initializer, {k: 2})
+            assert [int(s.run(nxt)) for _ in range(3)] == [0, 2, 4]
+            for i, other in enumerate(others):  # (a new registration each, same bodies)
+                s.run([it.initializer, other], {k: 3 + i})
+                assert [int(s.run(nxt)) for _ in range(3)] == [0, 3 + i, 6 + 2 * i]
+            with_bodies = [size for fn, size in registers if fn == 1]
+            assert len(with_bodies) == 1 and with_bodies[0] > 16000, registers
+            by_digest = [size for fn, size in registers if fn == 2]
+            assert len(by_digest) == 3 and max(by_digest) < 4000, registers
+            for ch in s._worker._channels.values():
+                if ch.conn is not None:
+                    client._shutdown(ch.conn)
+            for _ in range(3):  # (the lost connection's first steps may fail)
+                try:
+                    s.run(it.initializer, {k: 5})
+                    break
+                except af.errors.UnavailableError:
+                    pass
+            assert [int(s.run(nxt)) for _ in range(3)] == [0, 5, 10]
+            assert [fn for fn, _ in registers].count(1) == 2, registers
+
+
+def test_a_digest_the_connection_holds_no_bodies_of_is_a_typed_error():
+    # (a master that named bodies it did not send on this connection, or sent others)
+    task = types.SimpleNamespace(name="/job:worker/replica:0/task:0")
+    state = service_mod._ClientState()
+    named = service_mod.TaskService._function_graph
+    with pytest.raises(af.errors.InternalError, match="holds no function bodies"):
+        named(task, state, None, {"fh": "00" * 32})
+    with pytest.raises(af.errors.InvalidArgumentError, match="bad function digest"):
+        named(task, state, np.zeros(4, np.uint8), {"fh": "00" * 32})
+    assert not state.function_graphs
+    # Bodies that do not import fail their registration, and the later ones naming them.
+    bad = np.frombuffer(b"\xff\xff\xff", np.uint8)
+    for blob in (bad, None):
+        with pytest.raises(af.errors.InvalidArgumentError, match="Malformed functions"):
+            named(task, state, blob, {"fh": graph_codec.functions_digest(bad)})
 
 
 def test_a_lost_state_task_fails_the_call_at_once():
