@@ -690,14 +690,7 @@ class Bidirectional(Layer):
             kwargs["constants"] = constants
         return super().__call__(inputs, **kwargs)
 
-    def _split_inputs(self, inputs):
-        """(inputs, initial states or None, constants or None) of a call's input list."""
-        inputs = list(inputs)
-        constants = None
-        if self._num_constants and len(inputs) > self._num_constants:
-            constants = inputs[-self._num_constants :]
-            inputs = inputs[: -self._num_constants]
-        return inputs[0], (inputs[1:] or None), constants
+    _split_inputs = RNN._split_inputs  # ([inputs, *states, *constants], as RNN's)
 
     def build(self, input_shape) -> None:
         """Build the forward and backward layers, each in its name scope (their calls
