@@ -38,6 +38,9 @@ __all__ = [
     "note_task",
     "parked_task",
     "parks",
+    "pass_random_states",
+    "random_state",
+    "reset_pass_random",
     "quiet_step",
     "template",
     "wrap_kernel_error",
@@ -293,6 +296,36 @@ def step_rendezvous(step: StepContext):
 def current_step() -> StepContext | None:
     """The StepContext of the step whose kernel is running (None outside a step)."""
     return _CURRENT_STEP.get()
+
+
+# The random ops' states of the dataset pass (or `reduce` run) whose function is
+# running: {op: state}, set by ops/dataset_pipeline.py's `Function` around each call
+# and inherited by the Tasks the call starts; None outside dataset functions.
+_PASS_RANDOM: contextvars.ContextVar = contextvars.ContextVar("pass_random", default=None)
+
+
+def pass_random_states(states: dict | None):
+    """Makes `states` the random ops' states of the calls that follow in this context
+    (`random_state`); returns the token to reset it with (`reset_pass_random`)."""
+    return _PASS_RANDOM.set(states)
+
+
+def reset_pass_random(token) -> None:
+    _PASS_RANDOM.reset(token)
+
+
+def random_state(ctx: KernelContext) -> dict:
+    """Where a stateful random op keeps its generator: for the session
+    (`ctx.kernel_state`), or inside a dataset function for the dataset's pass, as TF
+    instantiates a function's kernels anew for each iterator (and each run of
+    `Dataset.reduce`), so a seeded op there starts its sequence again with each."""
+    states = _PASS_RANDOM.get()
+    if states is None:
+        return ctx.kernel_state
+    st = states.get(ctx.op)
+    if st is None:
+        st = states[ctx.op] = {}
+    return st
 
 
 class KernelContext:

@@ -38,7 +38,7 @@ import numpy as np
 
 from asyncflow import errors, python_io
 from asyncflow.crc32c import crc32c_gil_free
-from asyncflow.kernel_api import parked_task
+from asyncflow.kernel_api import parked_task, pass_random_states, reset_pass_random
 from asyncflow.ops import philox_random
 
 __all__ = ["DatasetValue", "Env", "Function"]
@@ -56,13 +56,16 @@ PREFETCH_HOOK = None
 
 
 class Env:
-    """What a stream needs from the session that runs it."""
+    """What a stream needs from the session that runs it: one per pass (an iterator's
+    initialization, a run of `reduce`), so `random_states` holds the states of the
+    random ops its functions draw from (kernel_api.random_state) for that pass."""
 
-    __slots__ = ("session", "_callers")
+    __slots__ = ("session", "_callers", "random_states")
 
     def __init__(self, session):
         self.session = session
         self._callers: dict = {}
+        self.random_states: dict = {}
 
     def caller(self, fn: Function):
         """The fast call for `fn` in this session (None: use arun)."""
@@ -378,12 +381,15 @@ class Function:
 
     async def __call__(self, env: Env, elem: tuple) -> tuple:
         call = env.caller(self)
-        if call is not None:
-            return await call([*self.capture_values, *elem])
-        feeds = dict(zip(self.captures, self.capture_values))
-        feeds.update(zip(self.inputs, elem))
-        out = await env.session.arun(self.outputs, feeds)
-        return tuple(out)
+        token = pass_random_states(env.random_states)
+        try:
+            if call is not None:
+                return await call([*self.capture_values, *elem])
+            feeds = dict(zip(self.captures, self.capture_values))
+            feeds.update(zip(self.inputs, elem))
+            return tuple(await env.session.arun(self.outputs, feeds))
+        finally:
+            reset_pass_random(token)
 
 
 # -- transformations -----------------------------------------------------------------------
