@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import types
 import weakref
 from collections.abc import Callable
 
@@ -38,9 +39,8 @@ __all__ = [
     "note_task",
     "parked_task",
     "parks",
-    "pass_random_states",
     "random_state",
-    "reset_pass_random",
+    "with_pass_random",
     "quiet_step",
     "template",
     "wrap_kernel_error",
@@ -299,19 +299,37 @@ def current_step() -> StepContext | None:
 
 
 # The random ops' states of the dataset pass (or `reduce` run) whose function is
-# running: {op: state}, set by ops/dataset_pipeline.py's `Function` around each call
-# and inherited by the Tasks the call starts; None outside dataset functions.
+# running: {op: state}, set by `with_pass_random` while it drives a function's call
+# (and inherited by the Tasks the call starts); None outside dataset functions.
 _PASS_RANDOM: contextvars.ContextVar = contextvars.ContextVar("pass_random", default=None)
 
 
-def pass_random_states(states: dict | None):
-    """Makes `states` the random ops' states of the calls that follow in this context
-    (`random_state`); returns the token to reset it with (`reset_pass_random`)."""
-    return _PASS_RANDOM.set(states)
-
-
-def reset_pass_random(token) -> None:
-    _PASS_RANDOM.reset(token)
+@types.coroutine
+def with_pass_random(aw, states: dict):
+    """Awaits `aw` (a dataset function's call) with `states` as its random ops' states
+    (`random_state`).  Set and reset around each of its stretches rather than across
+    the whole await: the awaiting coroutine may be started outside a Task and resumed
+    in one (session.py `_Continue`), in another context."""
+    it = aw.__await__()
+    value, exc = None, None
+    while True:
+        token = _PASS_RANDOM.set(states)
+        try:
+            if exc is None:
+                y = it.send(value)
+            else:
+                y = it.throw(exc)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            _PASS_RANDOM.reset(token)
+        try:
+            value, exc = (yield y), None
+        except GeneratorExit:
+            it.close()
+            raise
+        except BaseException as e:  # (cancellation goes into the call)
+            value, exc = None, e
 
 
 def random_state(ctx: KernelContext) -> dict:

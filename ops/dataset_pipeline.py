@@ -38,7 +38,7 @@ import numpy as np
 
 from asyncflow import errors, python_io
 from asyncflow.crc32c import crc32c_gil_free
-from asyncflow.kernel_api import parked_task, pass_random_states, reset_pass_random
+from asyncflow.kernel_api import parked_task, with_pass_random
 from asyncflow.ops import philox_random
 
 __all__ = ["DatasetValue", "Env", "Function"]
@@ -381,15 +381,12 @@ class Function:
 
     async def __call__(self, env: Env, elem: tuple) -> tuple:
         call = env.caller(self)
-        token = pass_random_states(env.random_states)
-        try:
-            if call is not None:
-                return await call([*self.capture_values, *elem])
-            feeds = dict(zip(self.captures, self.capture_values))
-            feeds.update(zip(self.inputs, elem))
-            return tuple(await env.session.arun(self.outputs, feeds))
-        finally:
-            reset_pass_random(token)
+        if call is not None:
+            return await with_pass_random(call([*self.capture_values, *elem]), env.random_states)
+        feeds = dict(zip(self.captures, self.capture_values))
+        feeds.update(zip(self.inputs, elem))
+        out = await with_pass_random(env.session.arun(self.outputs, feeds), env.random_states)
+        return tuple(out)
 
 
 # -- transformations -----------------------------------------------------------------------
