@@ -3,11 +3,13 @@
 Every op here is stateful and carries int attrs `seed` and `seed2` (0 = unset), filled
 in by `random_seed.get_seed`.  RandomUniform, RandomStandardNormal, TruncatedNormal
 and RandomUniformInt give TF's numbers: each op keeps TF's Philox generator for its
-(seed, seed2) in `ctx.kernel_state` (both drawn from the OS when both are 0), and each
-run reserves 256 counter values per output, as TF's kernels do (ops/philox_random.py).
-Their output is a function of the counter alone, so a GPU computes it on its compute
-stream with `ctx.xp` and gets the CPU's numbers; the truncated normal (a variable number
-of draws per output, found by reading the draws) is drawn on the host and copied
+(seed, seed2) in `kernel_api.random_state(ctx)` (both drawn from the OS when both are
+0): the session's for the op, or inside a dataset function the pass's, as TF makes a
+function's kernels anew for each iterator and each run of `reduce`.  Each run reserves
+256 counter values per output, as TF's kernels do (ops/philox_random.py).  Their
+output is a function of the counter alone, so a GPU computes it on its compute stream
+with `ctx.xp` and gets the CPU's numbers; the truncated normal (a variable number of
+draws per output, found by reading the draws) is drawn on the host and copied
 asynchronously.  RandomShuffle (TF's swaps, one word each) and Multinomial (TF's
 reservation, then the stateless kernel's draws, ops/stateless_random_dists.py) give TF's
 numbers too, drawn on the host.  Successive runs of one op continue its stream, so they
