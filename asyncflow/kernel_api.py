@@ -310,13 +310,14 @@ def with_pass_random(aw, states: dict):
     (`random_state`).  Set and reset around each of its stretches rather than across
     the whole await: the awaiting coroutine may be started outside a Task and resumed
     in one (session.py `_Continue`), in another context."""
-    it = aw.__await__()
+    it = aw if type(aw) is types.CoroutineType else aw.__await__()
+    send = it.send
     value, exc = None, None
     while True:
         token = _PASS_RANDOM.set(states)
         try:
             if exc is None:
-                y = it.send(value)
+                y = send(value)
             else:
                 y = it.throw(exc)
         except StopIteration as stop:

@@ -47,8 +47,9 @@ _CRC_GIL_FREE = crc32c_gil_free()  # None with the pure-Python CRC
 
 
 # Set by asyncflow.data (which may import the client layer): `factory(session, feeds,
-# fetches)` -> an async `call(feed_values) -> outputs` that skips arun's per-call feed
-# and fetch processing, or None to use `session.arun`.
+# fetches)` -> an async `call(feed_values, random_states) -> outputs` that skips arun's
+# per-call feed and fetch processing (its random ops drawing from `random_states`:
+# kernel_api.with_pass_random), or None to use `session.arun`.
 FUNCTION_CALLER = None
 # Set by asyncflow.data: `hook(ctx, prefetch)` -> the DatasetValue a PrefetchDataset
 # kernel returns (`prefetch` itself, or its form on an input worker process).
@@ -379,10 +380,16 @@ class Function:
         self.captures = list(captures)
         self.capture_values = list(capture_values)
 
-    async def __call__(self, env: Env, elem: tuple) -> tuple:
+    def __call__(self, env: Env, elem: tuple):
+        """An awaitable of the function's outputs for `elem`, drawing from the pass's
+        random states (`env.random_states`).  (A plain function: the fast call pays no
+        coroutine frame of its own here.)"""
         call = env.caller(self)
         if call is not None:
-            return await with_pass_random(call([*self.capture_values, *elem]), env.random_states)
+            return call([*self.capture_values, *elem], env.random_states)
+        return self._run(env, elem)
+
+    async def _run(self, env: Env, elem: tuple) -> tuple:
         feeds = dict(zip(self.captures, self.capture_values))
         feeds.update(zip(self.inputs, elem))
         out = await with_pass_random(env.session.arun(self.outputs, feeds), env.random_states)
