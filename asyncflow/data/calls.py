@@ -5,7 +5,9 @@ shapes: they come from ops with those outputs); in a prefetch or parallel-map Ta
 small pure function runs as the straight-line program `Session.make_async_callable`
 uses (asyncflow.straight_line), its kernels one after another without the
 interpreter.  Installed into ops/dataset_pipeline.py by `asyncflow.data`; a session
-without a master (or with a different one) falls back to `arun`."""
+without a master (or with a different one) falls back to `arun`.  A step whose plan may
+draw random numbers (`_draws`) draws them from the pass's states (`random_states`:
+kernel_api.with_pass_random); the others run unwrapped."""
 
 from __future__ import annotations
 
