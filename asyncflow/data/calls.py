@@ -26,13 +26,25 @@ def _owned(v):
     return v
 
 
+# Ops running a function body of their own (not inlined into the plan): it may draw.
+_CALLS = frozenset(
+    ("PartitionedCall", "StatefulPartitionedCall", "RemoteCall", "SymbolicGradient")
+    + ("If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase")
+)
+
+
 def _draws(plan) -> bool:
     """Whether a step of `plan` may run a stateful random op (one with a `seed2`
-    attr); true where the plan does not show its partitions (a task's)."""
+    attr), itself or in a function body it calls; true where the plan does not show
+    its partitions (a task's)."""
     parts = getattr(plan, "parts", None)
     if parts is None:
         return True
-    return any("seed2" in op._attrs and op.op_def.stateful for p in parts for op in p.index)
+    return any(
+        op.type in _CALLS or ("seed2" in op._attrs and op.op_def.stateful)
+        for p in parts
+        for op in p.index
+    )
 
 
 def function_caller(session, feeds, fetches):
