@@ -309,9 +309,7 @@ async def _parameterized_truncated_normal(ctx, shape, means, stdevs, minvals, ma
     state = random_state(ctx)
     gen = state.get("tf_rng")
     if gen is None:
-        gen = state["tf_rng"] = pr.TFGenerator(
-            int(ctx.attrs["seed"]), int(ctx.attrs["seed2"])
-        )
+        gen = state["tf_rng"] = pr.TFGenerator(int(ctx.attrs["seed"]), int(ctx.attrs["seed2"]))
     counter = gen.reserve_blocks(_layout(shape, params)[2])  # (TF's ReserveSamples128)
     np_dtype = ctx.attrs["dtype"].as_numpy_dtype
     return await ctx.device.compute(_stateful_draw, gen.key, counter, shape, np_dtype, params)
