@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import types
 import weakref
 from collections.abc import Callable
 
@@ -38,6 +39,8 @@ __all__ = [
     "note_task",
     "parked_task",
     "parks",
+    "random_state",
+    "with_pass_random",
     "quiet_step",
     "template",
     "wrap_kernel_error",
@@ -293,6 +296,55 @@ def step_rendezvous(step: StepContext):
 def current_step() -> StepContext | None:
     """The StepContext of the step whose kernel is running (None outside a step)."""
     return _CURRENT_STEP.get()
+
+
+# The random ops' states of the dataset pass (or `reduce` run) whose function is
+# running: {op: state}, set by `with_pass_random` while it drives a function's call
+# (and inherited by the Tasks the call starts); None outside dataset functions.
+_PASS_RANDOM: contextvars.ContextVar = contextvars.ContextVar("pass_random", default=None)
+
+
+@types.coroutine
+def with_pass_random(aw, states: dict):
+    """Awaits `aw` (a dataset function's call) with `states` as its random ops' states
+    (`random_state`).  Set and reset around each of its stretches rather than across
+    the whole await: the awaiting coroutine may be started outside a Task and resumed
+    in one (session.py `_Continue`), in another context."""
+    it = aw if type(aw) is types.CoroutineType else aw.__await__()
+    send = it.send
+    value, exc = None, None
+    while True:
+        token = _PASS_RANDOM.set(states)
+        try:
+            if exc is None:
+                y = send(value)
+            else:
+                y = it.throw(exc)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            _PASS_RANDOM.reset(token)
+        try:
+            value, exc = (yield y), None
+        except GeneratorExit:
+            it.close()
+            raise
+        except BaseException as e:  # (cancellation goes into the call)
+            value, exc = None, e
+
+
+def random_state(ctx: KernelContext) -> dict:
+    """Where a stateful random op keeps its generator: for the session
+    (`ctx.kernel_state`), or inside a dataset function for the dataset's pass, as TF
+    instantiates a function's kernels anew for each iterator (and each run of
+    `Dataset.reduce`), so a seeded op there starts its sequence again with each."""
+    states = _PASS_RANDOM.get()
+    if states is None:
+        return ctx.kernel_state
+    st = states.get(ctx.op)
+    if st is None:
+        st = states[ctx.op] = {}
+    return st
 
 
 class KernelContext:

@@ -23,6 +23,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, random_seed
 from asyncflow import graph as ops
+from asyncflow.kernel_api import random_state
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -299,9 +300,10 @@ def _run_sampler(ctx, make):
     sampler = ctx.kernel_state.get("sampler")
     if sampler is None:
         sampler = ctx.kernel_state["sampler"] = make(a)
-    gen = ctx.kernel_state.get("tf_rng")
+    state = random_state(ctx)
+    gen = state.get("tf_rng")
     if gen is None:
-        gen = ctx.kernel_state["tf_rng"] = philox_random.TFGenerator(a["seed"], a["seed2"])
+        gen = state["tf_rng"] = philox_random.TFGenerator(a["seed"], a["seed2"])
     return sampler, gen
 
 

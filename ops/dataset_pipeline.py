@@ -38,7 +38,7 @@ import numpy as np
 
 from asyncflow import errors, python_io
 from asyncflow.crc32c import crc32c_gil_free
-from asyncflow.kernel_api import parked_task
+from asyncflow.kernel_api import parked_task, with_pass_random
 from asyncflow.ops import philox_random
 
 __all__ = ["DatasetValue", "Env", "Function"]
@@ -47,8 +47,9 @@ _CRC_GIL_FREE = crc32c_gil_free()  # None with the pure-Python CRC
 
 
 # Set by asyncflow.data (which may import the client layer): `factory(session, feeds,
-# fetches)` -> an async `call(feed_values) -> outputs` that skips arun's per-call feed
-# and fetch processing, or None to use `session.arun`.
+# fetches)` -> an async `call(feed_values, random_states) -> outputs` that skips arun's
+# per-call feed and fetch processing (its random ops drawing from `random_states`:
+# kernel_api.with_pass_random), or None to use `session.arun`.
 FUNCTION_CALLER = None
 # Set by asyncflow.data: `hook(ctx, prefetch)` -> the DatasetValue a PrefetchDataset
 # kernel returns (`prefetch` itself, or its form on an input worker process).
@@ -56,13 +57,16 @@ PREFETCH_HOOK = None
 
 
 class Env:
-    """What a stream needs from the session that runs it."""
+    """What a stream needs from the session that runs it: one per pass (an iterator's
+    initialization, a run of `reduce`), so `random_states` holds the states of the
+    random ops its functions draw from (kernel_api.random_state) for that pass."""
 
-    __slots__ = ("session", "_callers")
+    __slots__ = ("session", "_callers", "random_states")
 
     def __init__(self, session):
         self.session = session
         self._callers: dict = {}
+        self.random_states: dict = {}
 
     def caller(self, fn: Function):
         """The fast call for `fn` in this session (None: use arun)."""
@@ -376,13 +380,19 @@ class Function:
         self.captures = list(captures)
         self.capture_values = list(capture_values)
 
-    async def __call__(self, env: Env, elem: tuple) -> tuple:
+    def __call__(self, env: Env, elem: tuple):
+        """An awaitable of the function's outputs for `elem`, drawing from the pass's
+        random states (`env.random_states`).  (A plain function: the fast call pays no
+        coroutine frame of its own here.)"""
         call = env.caller(self)
         if call is not None:
-            return await call([*self.capture_values, *elem])
+            return call([*self.capture_values, *elem], env.random_states)
+        return self._run(env, elem)
+
+    async def _run(self, env: Env, elem: tuple) -> tuple:
         feeds = dict(zip(self.captures, self.capture_values))
         feeds.update(zip(self.inputs, elem))
-        out = await env.session.arun(self.outputs, feeds)
+        out = await with_pass_random(env.session.arun(self.outputs, feeds), env.random_states)
         return tuple(out)
 
 

@@ -3,11 +3,13 @@
 Every op here is stateful and carries int attrs `seed` and `seed2` (0 = unset), filled
 in by `random_seed.get_seed`.  RandomUniform, RandomStandardNormal, TruncatedNormal
 and RandomUniformInt give TF's numbers: each op keeps TF's Philox generator for its
-(seed, seed2) in `ctx.kernel_state` (both drawn from the OS when both are 0), and each
-run reserves 256 counter values per output, as TF's kernels do (ops/philox_random.py).
-Their output is a function of the counter alone, so a GPU computes it on its compute
-stream with `ctx.xp` and gets the CPU's numbers; the truncated normal (a variable number
-of draws per output, found by reading the draws) is drawn on the host and copied
+(seed, seed2) in `kernel_api.random_state(ctx)` (both drawn from the OS when both are
+0): the session's for the op, or inside a dataset function the pass's, as TF makes a
+function's kernels anew for each iterator and each run of `reduce`.  Each run reserves
+256 counter values per output, as TF's kernels do (ops/philox_random.py).  Their
+output is a function of the counter alone, so a GPU computes it on its compute stream
+with `ctx.xp` and gets the CPU's numbers; the truncated normal (a variable number of
+draws per output, found by reading the draws) is drawn on the host and copied
 asynchronously.  RandomShuffle (TF's swaps, one word each) and Multinomial (TF's
 reservation, then the stateless kernel's draws, ops/stateless_random_dists.py) give TF's
 numbers too, drawn on the host.  Successive runs of one op continue its stream, so they
@@ -25,6 +27,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, random_seed, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.kernel_api import random_state
 from asyncflow.ops import philox_random
 from asyncflow.ops import stateless_random_dists as dists
 from asyncflow.ops.control_flow_ordering import _take_scope_name
@@ -87,10 +90,11 @@ _DRAW_OFF_LOOP_BYTES = 1 << 20
 
 def _tf_generator(ctx) -> philox_random.TFGenerator:
     """This op's TF generator (GuardedPhiloxRandom), made on first use."""
-    gen = ctx.kernel_state.get("tf_rng")
+    state = random_state(ctx)
+    gen = state.get("tf_rng")
     if gen is None:
         seed, seed2 = int(ctx.attrs["seed"]), int(ctx.attrs["seed2"])
-        gen = ctx.kernel_state["tf_rng"] = philox_random.TFGenerator(seed, seed2)
+        gen = state["tf_rng"] = philox_random.TFGenerator(seed, seed2)
     return gen
 
 

@@ -28,12 +28,6 @@ KNOWN = {
     # built with, as it does from `v * 1` or with a resource variable.
     "tensors_ref": "TF's dataset shares a ref variable's buffer (copy-on-write here)",
     "outer_ref_ds_flat_map": "TF's dataset shares a ref variable's buffer (copy-on-write here)",
-    # TF instantiates a dataset function's random ops anew with each iterator, so a
-    # seeded one restarts its sequence at each initialization; here an op's generator
-    # lives as long as the session, and continues.
-    "random_in_outer_ds_fn": "a dataset function's seeded random op continues across passes",
-    "random_in_map_fn": "a dataset function's seeded random op continues across passes",
-    "reduce_random_inside": "a dataset function's seeded random op continues across runs",
 }
 
 

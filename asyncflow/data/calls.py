@@ -5,13 +5,15 @@ shapes: they come from ops with those outputs); in a prefetch or parallel-map Ta
 small pure function runs as the straight-line program `Session.make_async_callable`
 uses (asyncflow.straight_line), its kernels one after another without the
 interpreter.  Installed into ops/dataset_pipeline.py by `asyncflow.data`; a session
-without a master (or with a different one) falls back to `arun`."""
+without a master (or with a different one) falls back to `arun`.  A step whose plan may
+draw random numbers (`_draws`) draws them from the pass's states (`random_states`:
+kernel_api.with_pass_random); the others run unwrapped."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from asyncflow.kernel_api import in_parked_task, quiet_step
+from asyncflow.kernel_api import in_parked_task, quiet_step, with_pass_random
 
 __all__ = ["function_caller"]
 
@@ -24,6 +26,27 @@ def _owned(v):
     return v
 
 
+# Ops running a function body of their own (not inlined into the plan): it may draw.
+_CALLS = frozenset(
+    ("PartitionedCall", "StatefulPartitionedCall", "RemoteCall", "SymbolicGradient")
+    + ("If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase")
+)
+
+
+def _draws(plan) -> bool:
+    """Whether a step of `plan` may run a stateful random op (one with a `seed2`
+    attr), itself or in a function body it calls; true where the plan does not show
+    its partitions (a task's)."""
+    parts = getattr(plan, "parts", None)
+    if parts is None:
+        return True
+    return any(
+        op.type in _CALLS or ("seed2" in op._attrs and op.op_def.stateful)
+        for p in parts
+        for op in p.index
+    )
+
+
 def function_caller(session, feeds, fetches):
     master = getattr(session, "_master", None)
     plan_fn = getattr(master, "plan", None)
@@ -33,12 +56,16 @@ def function_caller(session, feeds, fetches):
     feeds, fetches = list(feeds), list(fetches)
     fed = {id(t): i for i, t in enumerate(feeds)}
     straight_line = getattr(session, "_straight_line", None)
-    line = [None, None]  # the plan last run, its straight-line program (or None)
+    # the plan last run, its straight-line program (or None), whether it draws
+    line = [None, None, False]
 
-    async def call(values):
+    async def call(values, random_states=None):
+        """The outputs for `values`; the random ops of the step draw from
+        `random_states` (the pass's: kernel_api.with_pass_random) when given."""
         plan = plan_fn(feeds, fetches, False)  # cached by the master
         if plan is not line[0]:
-            line[:] = plan, None if straight_line is None else straight_line(plan)
+            program = None if straight_line is None else straight_line(plan)
+            line[:] = plan, program, _draws(plan)
         program = line[1]
         # A program sets and resets context variables around its kernels: it runs only
         # where nothing resumes it in another Task (a prefetch or parallel-map Task),
@@ -46,10 +73,16 @@ def function_caller(session, feeds, fetches):
         # another Task after a suspension.
         if program is None or not in_parked_task():
             with quiet_step():
-                out = await run_step(plan, values, None, None)
+                run = run_step(plan, values, None, None)
+                if line[2] and random_states is not None:
+                    run = with_pass_random(run, random_states)
+                out = await run
         else:  # a small pure function (a parse, a normalisation): its kernels in a row
             master._step_counter += 1
-            out = await program.run(master._step_counter, values)
+            run = program.run(master._step_counter, values)
+            if line[2] and random_states is not None:
+                run = with_pass_random(run, random_states)
+            out = await run
         return tuple(
             np.array(values[fed[id(t)]], copy=True) if id(t) in fed else _owned(v)
             for t, v in zip(fetches, out)

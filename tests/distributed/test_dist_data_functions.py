@@ -184,3 +184,28 @@ def test_tf_pipelines_run_on_a_task_with_tfs_values(two_workers):
                     s.run(g.get_operation_by_name(r["init"]), feed)
                 got[case] = [[rec.plain(v) for v in vs] for vs in _drain(s, nxt)]
     assert got == {case: r["values"] for case, r in ref.items()}
+
+
+@pytest.mark.parametrize("device", [None, "/job:worker/task:1"])
+def test_a_functions_random_op_restarts_with_each_pass_on_a_task(two_workers, device):
+    # As in one process (tests/test_data_random_state.py, TF's numbers): the op's state
+    # lasts one initialization of the iterator, or one run of `reduce`, on the task too.
+    fixtures = pathlib.Path(__file__).parent.parent / "fixtures"
+    recorded = json.loads((fixtures / "dataset_random_tf.json").read_text())["cases"]
+    with af.Graph().as_default():
+        with af.device(device):
+            ds = af.data.Dataset.range(3).map(
+                lambda x: x * 0 + af.random_uniform([], 0, 1 << 30, dtype=af.int64, seed=2)
+            )
+            it = af.data.make_initializable_iterator(ds)
+            nxt = it.get_next()
+            total = ds.take(2).reduce(af.constant(0, af.int64), lambda s, x: s * (1 << 30) + x)
+        with af.Session(two_workers[0].target) as s:
+            passes = []
+            for _ in range(2):
+                s.run(it.initializer)
+                passes.append([int(s.run(nxt)) for _ in range(3)])
+            runs = [int(s.run(total)) for _ in range(2)]
+    assert passes == recorded["reinit"][:2]
+    first = recorded["reduce_runs"][0]
+    assert runs == [first[0] * (1 << 30) + first[1]] * 2
