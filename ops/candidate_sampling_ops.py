@@ -23,7 +23,6 @@ import numpy as np
 
 from asyncflow import dtypes, errors, random_seed
 from asyncflow import graph as ops
-from asyncflow.kernel_api import random_state
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -300,11 +299,7 @@ def _run_sampler(ctx, make):
     sampler = ctx.kernel_state.get("sampler")
     if sampler is None:
         sampler = ctx.kernel_state["sampler"] = make(a)
-    state = random_state(ctx)
-    gen = state.get("tf_rng")
-    if gen is None:
-        gen = state["tf_rng"] = philox_random.TFGenerator(a["seed"], a["seed2"])
-    return sampler, gen
+    return sampler, philox_random.tf_generator(ctx)
 
 
 def _register_sampler(op_type, extra_attrs, make):

@@ -18,7 +18,6 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import random_state
 from asyncflow.ops import philox_random
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
@@ -219,12 +218,7 @@ async def _kernel(ctx, image_size, bounding_boxes, min_object_covered, key_count
             )
         boxes.append((0, 0, width, height))
     if key_counter is None:
-        state = random_state(ctx)
-        gen = state.get("tf_rng")
-        if gen is None:
-            gen = state["tf_rng"] = philox_random.TFGenerator(
-                int(attrs["seed"]), int(attrs["seed2"])
-            )
+        gen = philox_random.tf_generator(ctx)
         counter = gen.counter  # (ReserveSamples32(4 * max_attempts): max_attempts blocks)
         gen.counter = (counter + attrs["max_attempts"]) & ((1 << 128) - 1)
         key_counter = gen.key, counter

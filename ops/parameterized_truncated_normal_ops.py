@@ -16,7 +16,6 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import random_state
 from asyncflow.ops import philox_random as pr
 from asyncflow.ops.stateless_random_ops import (
     check_ends_with,
@@ -306,10 +305,7 @@ async def _parameterized_truncated_normal(ctx, shape, means, stdevs, minvals, ma
                 None, None, f"Input {name} should have length 1 or shape[0], got shape: "
                 f"{list(p.shape)}"
             )  # fmt: skip
-    state = random_state(ctx)
-    gen = state.get("tf_rng")
-    if gen is None:
-        gen = state["tf_rng"] = pr.TFGenerator(int(ctx.attrs["seed"]), int(ctx.attrs["seed2"]))
+    gen = pr.tf_generator(ctx)
     counter = gen.reserve_blocks(_layout(shape, params)[2])  # (TF's ReserveSamples128)
     np_dtype = ctx.attrs["dtype"].as_numpy_dtype
     return await ctx.device.compute(_stateful_draw, gen.key, counter, shape, np_dtype, params)

@@ -21,6 +21,7 @@ import struct
 
 import numpy as np
 
+from asyncflow.kernel_api import random_state
 from asyncflow.ops import jit_loops
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "philox_words_at",
     "prepare",
     "seed_generator",
+    "tf_generator",
     "truncated_normal",
     "uniform",
     "uniform_int",
@@ -197,6 +199,17 @@ class TFGenerator:
         start = self.counter
         self.counter = (start + int(n)) & ((1 << 128) - 1)
         return start
+
+
+def tf_generator(ctx) -> TFGenerator:
+    """The stateful random op's TF generator (GuardedPhiloxRandom) for its `seed` and
+    `seed2` attrs, made on first use in `kernel_api.random_state(ctx)`: the session's
+    for the op, or inside a dataset function the pass's."""
+    state = random_state(ctx)
+    gen = state.get("tf_rng")
+    if gen is None:
+        gen = state["tf_rng"] = TFGenerator(int(ctx.attrs["seed"]), int(ctx.attrs["seed2"]))
+    return gen
 
 
 class SimplePhilox:

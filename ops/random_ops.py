@@ -27,7 +27,6 @@ import numpy as np
 
 from asyncflow import dtypes, errors, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import random_state
 from asyncflow.ops import philox_random
 from asyncflow.ops import stateless_random_dists as dists
 from asyncflow.ops.control_flow_ordering import _take_scope_name
@@ -88,14 +87,7 @@ async def _to_device(ctx, value):
 _DRAW_OFF_LOOP_BYTES = 1 << 20
 
 
-def _tf_generator(ctx) -> philox_random.TFGenerator:
-    """This op's TF generator (GuardedPhiloxRandom), made on first use."""
-    state = random_state(ctx)
-    gen = state.get("tf_rng")
-    if gen is None:
-        seed, seed2 = int(ctx.attrs["seed"]), int(ctx.attrs["seed2"])
-        gen = state["tf_rng"] = philox_random.TFGenerator(seed, seed2)
-    return gen
+_tf_generator = philox_random.tf_generator  # (this op's TF generator, made on first use)
 
 
 async def _draw_tf(ctx, fill, shape, dtype, on_device=True):
