@@ -33,10 +33,9 @@ A step that fails before one of its members ran (its input failed, or never came
   wait until their timeouts); a V3 member is not followed.
 - in a plain session, as TF 2.21 does: a member that gave up, or a V1 member that was
   about to run (its inputs did not wait on the failure), spoils the session's
-  collectives; its
-  later collective kernels fail at once with the member's error class (CancelledError,
-  or DeadlineExceededError for a timeout), "Collective ops is aborted by: ...".  A
-  fresh session runs them again.  (Its members are all in the step, so withdrawal
+  collectives; its later collective kernels fail at once with the member's error class
+  (CancelledError, or DeadlineExceededError for a timeout), "Collective ops is aborted
+  by: ...".  A fresh session runs them again.  (Its members are all in the step, so withdrawal
   alone keeps them in step.)
 
 Invariant: a member's waiter is registered before its part is sent, so a result never
