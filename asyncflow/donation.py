@@ -42,6 +42,9 @@ __all__ = [
     "retains_inputs",
     "fresh_outputs",
     "decide",
+    "makes_new",
+    "passes_inputs",
+    "retains",
 ]
 
 # Op types whose outputs may be their input objects themselves (pass-through), with
@@ -133,11 +136,27 @@ def fresh_outputs(*op_types: str) -> None:
     _FRESH.update(op_types)
 
 
-def _aliases(op) -> bool:
+def passes_inputs(op) -> bool:
+    """Whether `op`'s kernel may return one of its input objects (pass-through)."""
     if op.type not in _ALIASES:
         return False
     when = _ALIASES[op.type]
     return when is None or bool(when(op))
+
+
+def makes_new(op) -> bool:
+    """Whether `op`'s outputs are made by its kernel at each run: not a stateful op's
+    stored value (bar the random ops), a constant's or a received value, a reference."""
+    return not (
+        (op.op_def.stateful and op.type not in _FRESH)
+        or op.type in _STORED
+        or any(t._is_ref for t in op._outputs)
+    )
+
+
+def retains(op) -> bool:
+    """Whether `op`'s kernel keeps references to its inputs after it returns."""
+    return op.type in _RETAINS
 
 
 def _find(parent: list[int], a: int) -> int:
@@ -169,7 +188,7 @@ def decide(plan) -> None:
         if ra != rb:
             parent[ra] = rb
 
-    aliasing = [i in plan.aliasing or _aliases(p.op) for i, p in enumerate(pnodes)]
+    aliasing = [i in plan.aliasing or passes_inputs(p.op) for i, p in enumerate(pnodes)]
     for i, p in enumerate(pnodes):
         if aliasing[i]:
             for k in range(1, len(p.op._outputs)):
@@ -186,11 +205,7 @@ def decide(plan) -> None:
             if op.type in ("Enter", "RefEnter") and op._attrs.get("is_constant"):
                 stale.add(_find(parent, base[i]))  # every iteration reads that object
             continue
-        made_here = not (
-            (op.op_def.stateful and op.type not in _FRESH)
-            or op.type in _STORED
-            or any(t._is_ref for t in op._outputs)
-        )
+        made_here = makes_new(op)
         for k in range(max(1, len(op._outputs))):
             g = _find(parent, base[i] + k)
             producers.setdefault(g, []).append(i)
@@ -214,7 +229,7 @@ def decide(plan) -> None:
         if g in stale or len(users) != 1:
             continue
         j, k = users[0]
-        if j == sentinel or pnodes[j].op.type in _RETAINS or k in plan.derefs[j]:
+        if j == sentinel or retains(pnodes[j].op) or k in plan.derefs[j]:
             continue
         forward[j].add(k)
     fresh = [False] * n  # the producers these decisions trust

@@ -31,9 +31,11 @@ Model (TF's executor; "tags and frames" after the MIT Tagged-Token machine):
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
-from asyncflow import errors
+from asyncflow import donation, errors
 from asyncflow.kernel_api import DEAD
 from asyncflow.loop_slices import _YIELD_TO_LOOP, _clock, new_slice, slice_deadline
 
@@ -406,6 +408,9 @@ _PRED, _NEXT = -3, -4  # the predicate test, the carry to the next iteration
 # deadline (RunOptions.timeout_in_ms), a cancellation or Session.close() can stop it.
 _CHECK_S = 0.0001
 _MAX_EVERY = 256
+# A loop variable's value given to its one body reader from the second iteration on
+# (`_carry_takers`); False: never (A/B, benchmarks/models/ab_inproc.py).
+_TAKE_CARRIES = True
 
 
 async def _call_held(kernel, ctx, vals, args, n_out, outs) -> None:
@@ -448,6 +453,8 @@ class LoopProgram:
         "carry_direct",
         "index_slots",
         "exits",
+        "carry_takers",
+        "later",
     )
 
     async def run(self, step, enter_values: dict) -> list | None:
@@ -463,6 +470,10 @@ class LoopProgram:
         index_slots = self.index_slots
         for s, first, _ in index_slots:
             vals[s] = first
+        later = self.later
+        if later is None:
+            later = self.later = self._later()
+        block = self.loop  # (the first iteration's: see _later)
         pred_slot, carry, direct = self.pred_slot, self.carry, self.carry_direct
         i = self.pred_node
         # The clock is read every `every` iterations, `every` adapting so that reads
@@ -476,7 +487,7 @@ class LoopProgram:
                 # One iteration: the condition's nodes, the predicate, the body, the
                 # carry.  No local keeps an output past its store, so that the next
                 # kernel may take it over (donation).
-                for i, kernel, ctx, mode, args, n_out, outs in self.loop:  # noqa: B007
+                for i, kernel, ctx, mode, args, n_out, outs in block:  # noqa: B007
                     if mode == 2:
                         vals[outs[0]] = await kernel(ctx, vals[args[0]], vals[args[1]])
                     elif mode == 1:
@@ -490,6 +501,7 @@ class LoopProgram:
                             running = False
                             break
                     elif mode == _NEXT:
+                        block = later
                         iters += 1
                         if iters >= check_at:
                             now = _clock()
@@ -525,6 +537,27 @@ class LoopProgram:
         except BaseException as exc:  # noqa: BLE001 - the caller fails the step
             raise _LoopFailure(i, exc) from None
         return [vals[s] for _, s in self.exits]
+
+    def _later(self) -> list:
+        """The instructions of iterations after the first: `loop`, where each carry
+        taker (`carry_takers`) gets a context that may take over its loop variable's
+        value, a buffer the body made in the iteration before and nothing else holds.
+        Made at the first run, once donation.decide has set the contexts (a plan
+        compiled again for dead values does so after it)."""
+        if not self.carry_takers:
+            return self.loop
+        takes: dict = {}  # node -> its input positions
+        for i, k in self.carry_takers:
+            takes.setdefault(i, set()).add(k)
+        later = []
+        for ins in self.loop:
+            ks = takes.get(ins[0])
+            if ks and ins[2] is not None and not ks <= ins[2].forward:
+                ctx = copy.copy(ins[2])
+                ctx.forward = ins[2].forward | ks
+                ins = (ins[0], ins[1], ctx, *ins[3:])
+            later.append(ins)
+        return later
 
 
 def compile_loops(plan, nodes) -> dict | None:
@@ -739,4 +772,62 @@ def _compile_loop(plan, nodes, name, members, enters):  # noqa: C901 - one check
     nxt = (cond, None, None, _NEXT, (), 0, ())
     prog.loop = [*held(pre), pred, *held(body), nxt]
     prog.tail = tail
+    prog.carry_takers = _carry_takers(plan, nodes, prog, body, readers) if _TAKE_CARRIES else []
+    prog.later = None
     return prog
+
+
+def _carry_takers(plan, nodes, prog, body, readers) -> list:
+    """[(node, input position)]: the body kernels that may take over a loop variable's
+    value from the second iteration on (`LoopProgram._later`).
+
+    The whole-plan analysis (donation.decide) puts a loop variable's Enter, Merge,
+    Switch, NextIteration and Exit in one alias group, whose consumers are those of
+    every iteration and of the Exit together, so it never donates one.  Within the
+    compiled loop the slots say more.  A dynamic_rnn's backward loop adds each
+    iteration's weight product to an accumulator (ops/matmul_sum.py `_MatMulPairAdd`):
+    the value it reads was made by the same kernel in the iteration before and read by
+    nothing else, yet it was copied every iteration ([156,512] float32 in lstm_dynamic,
+    ~50 us).  Here a loop variable's value is given to its one reader where:
+    - the value carried in comes from one output of a body kernel that makes new arrays
+      (not one that passes its input on, nor a stateful op's stored value), read by
+      nothing but the carry;
+    - the loop variable's slot is read by exactly one argument of one body kernel, and
+      otherwise only by Exits (which read the value of the iteration whose predicate
+      failed, which no body kernel saw);
+    - that kernel keeps no reference to its inputs (donation's retains list) and takes
+      the value, not a reference's read.
+    The first iteration's value is the Enter's, which may be seen outside the loop: it
+    is never given.  The kernel's own checks still apply (`may_forward`: a NumPy array
+    owning its memory, writable)."""
+    takers = []
+    kinds = plan.kinds
+    slot_node: dict = {}  # output slot -> (body node, its output)
+    for i, _kernel, _ctx, _m, _args, n_out, outs in body:
+        for oi in range(n_out):
+            slot_node[outs[oi]] = (i, oi)
+    exits = {}
+    for _, s in prog.exits:
+        exits[s] = exits.get(s, 0) + 1
+    for dest, src in prog.carry:
+        made = slot_node.get(src)
+        if made is None or readers[src] != 1:
+            continue
+        op = nodes[made[0]].op
+        if (
+            made[0] in plan.aliasing
+            or donation.passes_inputs(op)
+            or not donation.makes_new(op)
+            or kinds[made[0]] >= FORWARD
+        ):
+            continue
+        if dest == prog.pred_slot or readers[dest] != 1 + exits.get(dest, 0):
+            continue
+        uses = [(i, k) for i, *_r, args, _n, _o in body for k, a in enumerate(args) if a == dest]
+        if len(uses) != 1:
+            continue
+        i, k = uses[0]
+        if donation.retains(nodes[i].op) or k in plan.derefs[i]:
+            continue
+        takers.append((i, k))
+    return takers

@@ -786,9 +786,9 @@ def merge_matmul_rows(view) -> None:
 # float32 per iteration in lstm_dynamic, ~50 us traced, 28 a step).  Here the Add and
 # the pair are one `_MatMulPairAdd`: the product is accumulated by the gemm itself
 # (beta=1) into acc's buffer where the plan lets the kernel take acc over (donation),
-# else into a copy of acc.  A loop variable's chain is not donated now (donation.py
-# joins a Switch's predicate into its group), so in a loop it is the copy: the pass
-# saves the Add's node and its write, not the read of acc.  Bits: OpenBLAS adds the
+# else into a copy of acc.  In a compiled loop the first iteration's acc is the Enter's
+# value, so that one is a copy; from the second on the loop gives the node the buffer
+# it made the iteration before (asyncflow/frames.py `_carry_takers`).  Bits: OpenBLAS adds the
 # whole product of one K block to C in one rounding, as the Add does: the Add's bits
 # while K fits one block (measured, 0.3.31 on this EPYC, float32 and float64: equal
 # for K <= 384, K = 128 in lstm_dynamic; K = 512 differed in ~30% of the elements,

@@ -495,16 +495,17 @@ def test_a_loop_weight_product_accumulates_in_the_gemm_with_the_adds_bits(
     monkeypatch, taken, batched
 ):
     # In the backward loop the weight product concat^T @ dgates and the accumulator's
-    # Add are one node, the gemm adding into a copy of the accumulator (the plan does
-    # not donate a loop variable's chain: asyncflow/donation.py joins a Switch's
-    # predicate into its group).  K = batch = 128, one K block of OpenBLAS: the sum has
-    # the Add's bits (and the input gradient the MatMul's).
+    # Add are one node, the gemm adding into the accumulator: a copy of it in the first
+    # iteration (the Enter's value), its own buffer after (the compiled loop gives a
+    # loop variable to its one reader: asyncflow/frames.py `_carry_takers`).  K = batch
+    # = 128, one K block of OpenBLAS: the sum has the Add's bits (and the input
+    # gradient the MatMul's).
     if not batched:
         monkeypatch.setattr(blas, "_batch_fns", {})
     _one_blas_thread(monkeypatch)
     types, fused = _dynamic_rnn_gradients(128)
     assert types.count("_MatMulPairAdd") == 1 and "_MatMulPair" not in types
-    assert taken == [False] * 5  # every iteration, into a copy
+    assert taken == [False] + [True] * 4  # a copy of the Enter's value, then in place
     with monkeypatch.context() as m:
         _without(m, matmul_sum.accumulate_pair_products)
         types, plain = _dynamic_rnn_gradients(128)
@@ -593,11 +594,13 @@ def _loop_accumulation(variant: str, dtype=np.float32):
 @needs_blas
 @pytest.mark.parametrize("variant", ["own", "fed", "read", "fetched"])
 def test_loop_accumulators_keep_every_reader_s_value(taken, variant):
-    # A loop variable's chain is not donated (see above): every iteration adds into a
-    # copy, whoever else reads the accumulator.
+    # The first iteration adds into a copy of the Enter's value (a feed's array stays as
+    # it was); the later ones into the buffer the iteration before made, unless the body
+    # reads the accumulator elsewhere too ("read"); a fetch of the loop's result reads
+    # its Exit, after the last iteration.
     acc, s, types, (fed, av), (want_acc, want_s) = _loop_accumulation(variant)
     assert types.count("_MatMulPairAdd") == 1
-    assert taken == [False] * 3
+    assert taken == ([False] * 3 if variant == "read" else [False, True, True])
     np.testing.assert_array_equal(fed, av)  # the caller's array as it was
     np.testing.assert_allclose(acc, want_acc, rtol=1e-4, atol=1e-4 * np.abs(want_acc).max())
     assert s == pytest.approx(want_s, rel=1e-4, abs=1e-3)
@@ -616,7 +619,7 @@ def test_a_donated_accumulator_is_written_in_place(taken):
 @needs_blas
 def test_a_float64_accumulator(taken):
     acc, s, types, _, (want_acc, want_s) = _loop_accumulation("own", np.float64)
-    assert types.count("_MatMulPairAdd") == 1 and taken == [False] * 3
+    assert types.count("_MatMulPairAdd") == 1 and taken == [False, True, True]
     np.testing.assert_allclose(acc, want_acc, rtol=1e-12, atol=1e-12 * np.abs(want_acc).max())
     assert s == pytest.approx(want_s, rel=1e-12)
 
