@@ -334,7 +334,8 @@ def with_pass_random(aw, states: dict):
 
 
 def random_state(ctx: KernelContext) -> dict:
-    """Where a stateful random op keeps its generator: for the session
+    """Where a stateful random op keeps its generator (and any other state of its
+    draws, a learned candidate sampler's weights): for the session
     (`ctx.kernel_state`), or inside a dataset function for the dataset's pass, as TF
     instantiates a function's kernels anew for each iterator (and each run of
     `Dataset.reduce`), so a seeded op there starts its sequence again with each."""

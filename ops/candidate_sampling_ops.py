@@ -7,7 +7,9 @@ when drawing with replacement, and `1 - (1 - p) ** num_tries` when `unique=True`
 (drawing until `num_sampled` distinct ids came out after `num_tries` draws), as TF's
 `RangeSampler`.  Each sampler op keeps TF's Philox generator seeded from its (seed,
 seed2) attrs and draws as TF's samplers do, so a seeded op gives TF's candidates and
-expected counts (see "TF's RangeSampler" below).
+expected counts (see "TF's RangeSampler" below).  The generator and the sampler (a
+learned unigram's weights) are the op's for the session, or inside a dataset function
+the pass's (kernel_api.random_state), as TF makes a function's kernels anew per pass.
 
 The losses follow TF's `_compute_sampled_logits`: the true and sampled classes' rows
 of `weights` are gathered in one lookup, each logit has log Q (its expected count)
@@ -23,6 +25,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, random_seed
 from asyncflow import graph as ops
+from asyncflow.kernel_api import random_state
 from asyncflow.ops import (
     array_ops,
     cast_ops,
@@ -295,10 +298,13 @@ def _sample_batch(sampler, rnd, num_sampled: int, unique: bool):
 
 
 def _run_sampler(ctx, make):
-    a = ctx.attrs
-    sampler = ctx.kernel_state.get("sampler")
+    # The sampler (a learned unigram's weights) is the op's kernel state as its
+    # generator is, kept where the generator is (kernel_api.random_state): for the
+    # session, or inside a dataset function for the pass.
+    state = random_state(ctx)
+    sampler = state.get("sampler")
     if sampler is None:
-        sampler = ctx.kernel_state["sampler"] = make(a)
+        sampler = state["sampler"] = make(ctx.attrs)
     return sampler, philox_random.tf_generator(ctx)
 
 

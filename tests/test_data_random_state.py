@@ -2,7 +2,9 @@
 (tests/fixtures/dataset_random_cases.py, recorded by record_dataset_random_tf.py): their
 state lasts one pass (an iterator's initialization, a one-shot iterator, a run of
 `reduce`), shared by the inner iterators of that pass, while an op outside datasets
-keeps its state for the session (kernel_api.random_state)."""
+keeps its state for the session (kernel_api.random_state).  The same for the other
+seeded ops (shuffle, multinomial, gamma, Poisson, fractional pooling, a learned
+candidate sampler's weights) and the seeded dataset ops made inside a function."""
 
 import json
 import pathlib
