@@ -35,7 +35,7 @@ import copy
 
 import numpy as np
 
-from asyncflow import donation, errors
+from asyncflow import errors
 from asyncflow.kernel_api import DEAD
 from asyncflow.loop_slices import _YIELD_TO_LOOP, _clock, new_slice, slice_deadline
 
@@ -455,6 +455,8 @@ class LoopProgram:
         "exits",
         "carry_takers",
         "later",
+        "body",
+        "readers",
     )
 
     async def run(self, step, enter_values: dict) -> list | None:
@@ -560,8 +562,12 @@ class LoopProgram:
         return later
 
 
-def compile_loops(plan, nodes) -> dict | None:
-    """{frame name: LoopProgram} for the plan's loop frames that can be compiled."""
+def compile_loops(plan, nodes, makes_new=None, retains=None) -> dict | None:
+    """{frame name: LoopProgram} for the plan's loop frames that can be compiled.
+    `makes_new[i]`: node i's outputs are arrays its kernel makes at each run (not its
+    inputs passed on, nor stored values); `retains[i]`: its kernel keeps references to
+    its inputs (donation.py's facts, for `_carry_takers`; None: no loop variable is
+    given to its reader)."""
     n = len(nodes)
     kinds = plan.kinds
     frame_of: list = [None] * n
@@ -590,6 +596,10 @@ def compile_loops(plan, nodes) -> dict | None:
     loops = {}
     for name, members_f in members.items():
         prog = _compile_loop(plan, nodes, name, members_f, enters.get(name, []))
+        if prog is not None:
+            if _TAKE_CARRIES and makes_new is not None:
+                prog.carry_takers = _carry_takers(plan, prog, makes_new, retains)
+            prog.body = prog.readers = None
         if prog is not None:
             loops[name] = prog
     return loops or None
@@ -772,12 +782,13 @@ def _compile_loop(plan, nodes, name, members, enters):  # noqa: C901 - one check
     nxt = (cond, None, None, _NEXT, (), 0, ())
     prog.loop = [*held(pre), pred, *held(body), nxt]
     prog.tail = tail
-    prog.carry_takers = _carry_takers(plan, nodes, prog, body, readers) if _TAKE_CARRIES else []
+    prog.body, prog.readers = body, readers
+    prog.carry_takers = []
     prog.later = None
     return prog
 
 
-def _carry_takers(plan, nodes, prog, body, readers) -> list:
+def _carry_takers(plan, prog, makes_new, retains) -> list:
     """[(node, input position)]: the body kernels that may take over a loop variable's
     value from the second iteration on (`LoopProgram._later`).
 
@@ -801,7 +812,7 @@ def _carry_takers(plan, nodes, prog, body, readers) -> list:
     is never given.  The kernel's own checks still apply (`may_forward`: a NumPy array
     owning its memory, writable)."""
     takers = []
-    kinds = plan.kinds
+    body, readers = prog.body, prog.readers
     slot_node: dict = {}  # output slot -> (body node, its output)
     for i, _kernel, _ctx, _m, _args, n_out, outs in body:
         for oi in range(n_out):
@@ -813,13 +824,7 @@ def _carry_takers(plan, nodes, prog, body, readers) -> list:
         made = slot_node.get(src)
         if made is None or readers[src] != 1:
             continue
-        op = nodes[made[0]].op
-        if (
-            made[0] in plan.aliasing
-            or donation.passes_inputs(op)
-            or not donation.makes_new(op)
-            or kinds[made[0]] >= FORWARD
-        ):
+        if made[0] in plan.aliasing or not makes_new[made[0]]:
             continue
         if dest == prog.pred_slot or readers[dest] != 1 + exits.get(dest, 0):
             continue
@@ -827,7 +832,7 @@ def _carry_takers(plan, nodes, prog, body, readers) -> list:
         if len(uses) != 1:
             continue
         i, k = uses[0]
-        if donation.retains(nodes[i].op) or k in plan.derefs[i]:
+        if retains[i] or k in plan.derefs[i]:
             continue
         takers.append((i, k))
     return takers

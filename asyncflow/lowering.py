@@ -218,9 +218,7 @@ def compile_plan(
     plan.init_ready = [i for i in range(n - 1, -1, -1) if init_pending[i] == 0]
     plan.num_slots = slot
     # What the fetch sentinel's count is once every fetch arrived (Step.results).
-    plan.sentinel_done = (
-        init_pending[n] - sum(spec[0] != "feed" for spec in fetches) - late_reads
-    )
+    plan.sentinel_done = init_pending[n] - sum(spec[0] != "feed" for spec in fetches) - late_reads
     plan.feed_slots = feed_slots
     plan.fetch_slots = fetch_slots
     plan.fetch_refs = fetch_refs
@@ -376,7 +374,12 @@ def compile_control_flow(plan: Plan, nodes, force: bool = False) -> None:
     plan.plain_edges = [
         all(not (plan.kinds[j] == MERGE and s < ends[j]) for oi, j, s in e) for e in plan.edges
     ]
-    plan.loops = None if _NO_COMPILED_LOOPS else compile_loops(plan, nodes)
+    if _NO_COMPILED_LOOPS:
+        plan.loops = None
+    else:
+        made = [donation.makes_new(p.op) and not donation.passes_inputs(p.op) for p in nodes]
+        keeps = [donation.retains(p.op) for p in nodes]
+        plan.loops = compile_loops(plan, nodes, made, keeps)
     _general_nodes(plan, nodes)
 
 
