@@ -27,11 +27,16 @@ from asyncflow.distributed import wire
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "fixtures"))
 from data_service_cases import _SERVICE, CASES, ERRORS, PIPELINES  # noqa: E402
+from record_data_service_rejoin_tf import MODES as REJOIN_MODES  # noqa: E402
+from record_data_service_rejoin_tf import _cases as rejoin_cases  # noqa: E402
 
 pytestmark = pytest.mark.timeout(30)
 
 svc = tf.data.experimental.service
 TF = json.loads((pathlib.Path(__file__).parent / "fixtures" / "data_service_tf.json").read_text())
+TF_REJOIN = json.loads(
+    (pathlib.Path(__file__).parent / "fixtures" / "data_service_rejoin_tf.json").read_text()
+)
 
 
 class _Service:
@@ -198,6 +203,16 @@ def test_two_consumers_of_one_job_name_as_tf(service2, mode, how):
     assert sorted(seen[0] + seen[1]) == want["union"]
     if how == "by_op":
         assert [sorted(x) for x in seen] == [sorted(x) for x in want["each"]]
+
+
+@pytest.mark.parametrize("mode", REJOIN_MODES)
+def test_a_pass_after_its_named_job_ended_as_tf(service2, mode):
+    """A named job outlives its last consumer (TF's stays until its garbage collection):
+    a later pass of its dataset id and name joins it and, as it ended, gets nothing
+    (a second consumer, session or initialization); an anonymous job is each pass's
+    own, and `repeat` over the read starts the job's next iteration."""
+    got = rejoin_cases(tf, svc, service2.dispatcher.target, mode)
+    assert got == TF_REJOIN[mode]
 
 
 def test_register_runs_and_element_spec_as_tf(service2):
