@@ -648,3 +648,40 @@ async def _jobs_after_settling(service):
         await asyncio.wait_for(d.released.wait(), 10)
     await d.settled()
     return d.jobs
+
+
+def test_an_idle_named_job_goes_after_job_gc_timeout_ms():
+    """TF's garbage collection: a named job its last consumer released goes
+    `job_gc_timeout_ms` later (its workers drop their tasks), and the next consumer of
+    the name reads a new job.  0 is TF's 5 minutes, negative never."""
+    assert svc.DispatchServer()._service.gc_timeout_s == 300.0
+    forever = svc.DispatchServer(svc.DispatcherConfig(job_gc_timeout_ms=-1))
+    assert forever._service.gc_timeout_s is None
+    forever._stop()
+    d = svc.DispatchServer(svc.DispatcherConfig(job_gc_timeout_ms=300))
+    w = svc.WorkerServer(svc.WorkerConfig(dispatcher_address=d.target.split("://")[1]))
+    s = type("S", (), {"dispatcher": d})
+    try:
+        with tf.Graph().as_default():
+            ds = tf.data.Dataset.range(3)
+            with tf.Session() as sess:
+                did = sess.run(svc.register_dataset(d.target, ds)).decode()
+
+            def read():
+                return sorted(
+                    int(v)
+                    for v in _read_all(
+                        svc.from_dataset_id(
+                            "parallel_epochs", d.target, did, element_spec=ds.element_spec,
+                            job_name="gc",
+                        )
+                    )
+                )  # fmt: skip
+
+            assert read() == [0, 1, 2]  # (kept after it, as test_a_pass_after_... checks)
+            assert d._thread.run(_jobs_after_settling(s)) == {}
+            assert w._service.tasks == {}
+            assert read() == [0, 1, 2]  # (a new job)
+    finally:
+        w._stop()
+        d._stop()
