@@ -323,8 +323,9 @@ class ServiceRead(pl.DatasetValue):
         self.consumer_index = consumer_index
         self.num_consumers = num_consumers
         self.max_outstanding = max_outstanding
-        self.passes = itertools.count()  # (TF's iteration counter: a fresh one per run
-        # of the kernel, as its DummyIterationCounter's)
+        # TF's iteration counter (a fresh one at each run of the kernel, as TF's
+        # DummyIterationCounter's): the repetition each pass reads its named job for
+        self.passes = itertools.count()
 
     async def iterate(self, env):
         fetch = _Fetch(self, next(self.passes))
