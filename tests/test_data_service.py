@@ -27,11 +27,16 @@ from asyncflow.distributed import wire
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "fixtures"))
 from data_service_cases import _SERVICE, CASES, ERRORS, PIPELINES  # noqa: E402
+from record_data_service_rejoin_tf import MODES as REJOIN_MODES  # noqa: E402
+from record_data_service_rejoin_tf import _cases as rejoin_cases  # noqa: E402
 
 pytestmark = pytest.mark.timeout(30)
 
 svc = tf.data.experimental.service
 TF = json.loads((pathlib.Path(__file__).parent / "fixtures" / "data_service_tf.json").read_text())
+TF_REJOIN = json.loads(
+    (pathlib.Path(__file__).parent / "fixtures" / "data_service_rejoin_tf.json").read_text()
+)
 
 
 class _Service:
@@ -198,6 +203,16 @@ def test_two_consumers_of_one_job_name_as_tf(service2, mode, how):
     assert sorted(seen[0] + seen[1]) == want["union"]
     if how == "by_op":
         assert [sorted(x) for x in seen] == [sorted(x) for x in want["each"]]
+
+
+@pytest.mark.parametrize("mode", REJOIN_MODES)
+def test_a_pass_after_its_named_job_ended_as_tf(service2, mode):
+    """A named job outlives its last consumer (TF's stays until its garbage collection):
+    a later pass of its dataset id and name joins it and, as it ended, gets nothing
+    (a second consumer, session or initialization); an anonymous job is each pass's
+    own, and `repeat` over the read starts the job's next iteration."""
+    got = rejoin_cases(tf, svc, service2.dispatcher.target, mode)
+    assert got == TF_REJOIN[mode]
 
 
 def test_register_runs_and_element_spec_as_tf(service2):
@@ -633,3 +648,40 @@ async def _jobs_after_settling(service):
         await asyncio.wait_for(d.released.wait(), 10)
     await d.settled()
     return d.jobs
+
+
+def test_an_idle_named_job_goes_after_job_gc_timeout_ms():
+    """TF's garbage collection: a named job its last consumer released goes
+    `job_gc_timeout_ms` later (its workers drop their tasks), and the next consumer of
+    the name reads a new job.  0 is TF's 5 minutes, negative never."""
+    assert svc.DispatchServer()._service.gc_timeout_s == 300.0
+    forever = svc.DispatchServer(svc.DispatcherConfig(job_gc_timeout_ms=-1))
+    assert forever._service.gc_timeout_s is None
+    forever._stop()
+    d = svc.DispatchServer(svc.DispatcherConfig(job_gc_timeout_ms=300))
+    w = svc.WorkerServer(svc.WorkerConfig(dispatcher_address=d.target.split("://")[1]))
+    s = type("S", (), {"dispatcher": d})
+    try:
+        with tf.Graph().as_default():
+            ds = tf.data.Dataset.range(3)
+            with tf.Session() as sess:
+                did = sess.run(svc.register_dataset(d.target, ds)).decode()
+
+            def read():
+                return sorted(
+                    int(v)
+                    for v in _read_all(
+                        svc.from_dataset_id(
+                            "parallel_epochs", d.target, did, element_spec=ds.element_spec,
+                            job_name="gc",
+                        )
+                    )
+                )  # fmt: skip
+
+            assert read() == [0, 1, 2]  # (kept after it, as test_a_pass_after_... checks)
+            assert d._thread.run(_jobs_after_settling(s)) == {}
+            assert w._service.tasks == {}
+            assert read() == [0, 1, 2]  # (a new job)
+    finally:
+        w._stop()
+        d._stop()

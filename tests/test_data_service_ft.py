@@ -148,6 +148,36 @@ def test_a_restart_gives_back_the_jobs_and_their_tasks(ft):
     assert got == list(range(6))
 
 
+def test_an_ended_named_job_is_kept_across_a_restart(ft):
+    """The journal holds a named job its consumer released (kept for a later consumer
+    of the name until it is collected): the restarted dispatcher keeps it, schedules
+    its collection, and a later pass of the name joins it and, as it ended, gets
+    nothing."""
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(3)
+        with tf.Session() as sess:
+            did = sess.run(svc.register_dataset(ft.dispatcher.target, ds)).decode()
+
+        def read():
+            nxt = tf.data.make_one_shot_iterator(
+                svc.from_dataset_id(
+                    "parallel_epochs", ft.dispatcher.target, did, element_spec=ds.element_spec,
+                    job_name="kept",
+                )
+            ).get_next()  # fmt: skip
+            with tf.Session() as sess:
+                return _rest(sess, nxt)
+
+        assert sorted(read()) == [0, 1, 2]
+        ft.dispatcher._stop()
+        ft.restart()
+        service = ft.dispatcher._service
+        assert [(j.name, j.clients) for j in service.jobs.values()] == [("kept", 0)]
+        assert len(service.collecting) == 1
+        _until(lambda: ft.worker._address in service.workers)
+        assert read() == []
+
+
 def test_dataset_ids_across_a_restart_as_tf(ft):
     with tf.Graph().as_default():
         ds = tf.data.Dataset.range(4)

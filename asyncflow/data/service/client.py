@@ -3,7 +3,10 @@
 `RegisterDataset(V2)`'s kernel (ops/dataset_service_ops.py) sends its input dataset's
 subgraph, as a GraphDef, to the dispatcher; `DataServiceDataset(V1..V4)`'s kernel
 gives a `ServiceRead`, whose pass joins (or creates) the job, learns its tasks from the
-dispatcher and takes elements from their workers in turn.
+dispatcher and takes elements from their workers in turn.  A named job's key holds the
+pass's repetition (the passes over that `ServiceRead` started before: TF's iteration
+counter, fresh at each run of the kernel), so a second pass of one value reads the job
+anew where a new value of the same name joins what is left of it.
 
 A pass ends when every task it knows has ended and the dispatcher, asked again, names
 no new one.  A worker lost midway (its connection fails) takes its task with it: with
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import threading
 import weakref
 
@@ -319,9 +323,12 @@ class ServiceRead(pl.DatasetValue):
         self.consumer_index = consumer_index
         self.num_consumers = num_consumers
         self.max_outstanding = max_outstanding
+        # TF's iteration counter (a fresh one at each run of the kernel, as TF's
+        # DummyIterationCounter's): the repetition each pass reads its named job for
+        self.passes = itertools.count()
 
     async def iterate(self, env):
-        fetch = _Fetch(self)
+        fetch = _Fetch(self, next(self.passes))
         dropped = _Token()  # (only this frame holds it: it dies when the stream does)
         weakref.finalize(dropped, fetch.stop)
         hooks = getattr(env.session, "_close_hooks", None)
@@ -338,8 +345,9 @@ class ServiceRead(pl.DatasetValue):
             if hooks is not None and fetch.stop in hooks:
                 hooks.remove(fetch.stop)
 
-    async def elements(self):
-        """The pass's elements, read on the client's loop (`_io_loop`)."""
+    async def elements(self, rep: int = 0):
+        """The pass's elements, read on the client's loop (`_io_loop`); `rep`: how
+        many passes over this value started before (a named job's repetition)."""
         secret = _secret()
         dispatcher = await _connect(self.address, secret, self.protocol)
         workers: dict[str, wire.Connection] = {}
@@ -350,6 +358,7 @@ class ServiceRead(pl.DatasetValue):
                 "mode": self.mode,
                 "name": self.job_name,
                 "nc": self.num_consumers,
+                "rep": rep,
             }
             reply, _ = await p.call(dispatcher, "job", meta)
             job = p.check_int(reply, "job", None, 0)
@@ -399,7 +408,7 @@ class _Fetch:
     `waiter` and `wants_room`.
     """
 
-    def __init__(self, read: ServiceRead):
+    def __init__(self, read: ServiceRead, rep: int = 0):
         self.lock = threading.Lock()
         self.items: collections.deque = collections.deque()
         self.cap = _BUFFER if read.max_outstanding <= 0 else max(1, read.max_outstanding)
@@ -407,7 +416,7 @@ class _Fetch:
         self.wants_room = False
         self.io = _io_loop()
         self.room = None  # an asyncio.Event of the fetching loop
-        self.future = asyncio.run_coroutine_threadsafe(self._run(read), self.io)
+        self.future = asyncio.run_coroutine_threadsafe(self._run(read, rep), self.io)
 
     # -- the consumer's side (its step's loop)
     async def next(self):
@@ -435,19 +444,19 @@ class _Fetch:
         self.future.cancel()
 
     # -- the fetching side (the client's loop)
-    async def _run(self, read: ServiceRead) -> None:
+    async def _run(self, read: ServiceRead, rep: int) -> None:
         this = asyncio.current_task()
         _FETCHING.add(this)
         try:
-            await self._fetch(read)
+            await self._fetch(read, rep)
         finally:
             _FETCHING.discard(this)
 
-    async def _fetch(self, read: ServiceRead) -> None:
+    async def _fetch(self, read: ServiceRead, rep: int) -> None:
         self.room = asyncio.Event()
         final = _END
         try:
-            async for elem in read.elements():
+            async for elem in read.elements(rep):
                 await self._put(elem)
         except asyncio.CancelledError:  # (`stop`, or the client loop closing under it:
             with self.lock:  # a step still waiting must not wait for ever)

@@ -6,6 +6,13 @@ shared by name between consumers) one task per worker.  A worker that registers 
 task of every live job; a job created later is pushed to every worker.  For DYNAMIC
 sharding it hands out the source's splits, each once per repetition of the input.
 
+A named job outlives its consumers, as TF's: a consumer of its name that comes after
+the last one released it shares what is left of it (nothing, when it ended), until it
+is collected `gc_timeout_s` after that release (TF's `job_gc_timeout_ms`, 5 minutes).
+Its key holds the reading pass's repetition (`rep`: the passes over the consumer's
+dataset value started before, TF's iteration counter), so `repeat` over a read reads
+a new job.  An anonymous job goes when its last consumer releases it.
+
 State changes are synchronous methods on this object (no I/O inside them but the
 journal's append); the serving around them answers requests on the running loop.
 
@@ -17,23 +24,28 @@ work_dir replays the journal through `_apply` and so resumes its datasets, jobs,
 are not journaled: they register again, and each gets back the tasks it had.
 
 Invariants: a task is in `jobs[j].tasks` only while its worker is in `workers`, or
-after a restart until that worker registers again; a worker whose connection is lost
-leaves with its tasks (consumers see them gone at their next refresh; the splits it
-took are not handed out again: at most once); every update is journaled before it is
-applied, so an answer never tells of a state the journal does not hold.
+after a restart until that worker registers again; a job without clients is a named
+one with its collection scheduled (unless `gc_timeout_s` is None); a worker whose
+connection is lost leaves with its tasks (consumers see them gone at their next
+refresh; the splits it took are not handed out again: at most once); every update is
+journaled before it is applied, so an answer never tells of a state the journal does
+not hold.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 
 from asyncflow import errors
 from asyncflow.data.service import protocol as p
 from asyncflow.data.service.journal import Journal
 from asyncflow.distributed import wire
 
-__all__ = ["Dispatcher"]
+__all__ = ["GC_TIMEOUT_S", "Dispatcher"]
+
+GC_TIMEOUT_S = 300.0  # TF's default job_gc_timeout_ms (5 minutes)
 
 
 class _Job:
@@ -42,23 +54,27 @@ class _Job:
         "dataset",
         "mode",
         "name",
+        "rep",
         "num_consumers",
         "tasks",
         "splits",
         "clients",
         "compressed",
+        "idle_since",
     )
 
-    def __init__(self, job_id, dataset, mode, name, num_consumers):
+    def __init__(self, job_id, dataset, mode, name, num_consumers, rep=0):
         self.id = job_id
         self.dataset = dataset
         self.mode = mode
         self.name = name
+        self.rep = rep  # (the reading pass's repetition: part of a named job's key)
         self.num_consumers = num_consumers
         self.tasks: dict[int, str] = {}  # task id -> worker address
         self.splits: dict[tuple, int] = {}  # (repetition, source) -> next split to hand out
         self.clients = 0
         self.compressed = 0  # (1: its elements travel compressed)
+        self.idle_since: float | None = None  # (when its last client released it)
 
     def task_dict(self, task: int, worker: tuple[int, int] = (-1, 0)) -> dict:
         """The task's message to its worker; `worker`: the worker's index in the
@@ -78,8 +94,12 @@ class _Job:
 class Dispatcher:
     """A dispatcher on the running loop (`await start(host, port)`, `close()`)."""
 
-    def __init__(self, secret: bytes, tls=None, worker_addresses=(), work_dir=None):
+    def __init__(
+        self, secret: bytes, tls=None, worker_addresses=(), work_dir=None,
+        gc_timeout_s: float | None = GC_TIMEOUT_S,
+    ):  # fmt: skip
         """`work_dir`: journal every state change there, resuming what it holds.
+        `gc_timeout_s`: how long a named job no consumer reads stays (None: for ever).
 
         Raises DataLossError for a damaged journal."""
         self.secret = secret
@@ -90,7 +110,9 @@ class Dispatcher:
         self._next_dataset = 1000  # (the ids TF 2.21 gives: 1000, 1001, ...)
         self.workers: dict[str, wire.Connection] = {}  # address -> its connection
         self.jobs: dict[int, _Job] = {}
-        self.named: dict[tuple[str, str], int] = {}  # (dataset, job name) -> job id
+        self.named: dict[tuple[str, str, int], int] = {}  # (dataset, name, rep) -> job id
+        self.gc_timeout_s = gc_timeout_s
+        self.collecting: set[asyncio.TimerHandle] = set()  # idle named jobs' collections
         self._next_job = 0  # (each id is taken by applying its update)
         self._next_task = 0
         self.connections: set[wire.Connection] = set()
@@ -115,6 +137,9 @@ class Dispatcher:
     # -- serving
     async def start(self, host: str, port: int) -> int:
         self.server = await wire.serve(self._new_connection, host, port, self.tls)
+        for job in list(self.jobs.values()):  # (idle named jobs from the journal)
+            if job.clients <= 0:
+                self._idle(job)
         return self.server.sockets[0].getsockname()[1]
 
     def _new_connection(self) -> wire.Connection:
@@ -124,6 +149,9 @@ class Dispatcher:
 
     def close(self) -> None:
         self.closing = True  # (the workers it loses now are not journaled as lost)
+        for handle in self.collecting:
+            handle.cancel()
+        self.collecting.clear()
         if self.server is not None:
             self.server.close()
         err = errors.UnavailableError(
@@ -175,6 +203,7 @@ class Dispatcher:
             p.check_int(meta, "mode", 0, 0, 5),
             p.check_str(meta, "name", ""),
             p.check_int(meta, "nc", 0, 0, 1 << 20),
+            p.check_int(meta, "rep", 0, 0, p.MAX_SPLITS),
         )
         self._update({"u": "join", "job": job.id})
         return {"job": job.id, "inc": self.incarnation}, None
@@ -194,6 +223,8 @@ class Dispatcher:
         if job is not None:
             if self._update({"u": "release", "job": job.id}):
                 self._dropped(job)
+            elif job.clients <= 0:
+                self._idle(job)
         return {}, None
 
     def _worker(self, conn, meta):
@@ -248,13 +279,13 @@ class Dispatcher:
 
     def _apply_job(self, meta, blob):
         job = _Job(int(meta["id"]), str(meta["d"]), int(meta["mode"]), str(meta["name"]),
-                   int(meta["nc"]))  # fmt: skip
+                   int(meta["nc"]), int(meta.get("rep", 0)))  # fmt: skip
         if job.dataset not in self.datasets:
             raise KeyError(f"dataset {job.dataset}")
         job.compressed = int(job.dataset in self.compressed)
         self.jobs[job.id] = job
         if job.name:
-            self.named[(job.dataset, job.name)] = job.id
+            self.named[(job.dataset, job.name, job.rep)] = job.id
         self._next_job = max(self._next_job, job.id + 1)
         return job
 
@@ -264,20 +295,26 @@ class Dispatcher:
         self._next_task = max(self._next_task, task + 1)
 
     def _apply_join(self, meta, blob):
-        self.jobs[int(meta["job"])].clients += 1
+        job = self.jobs[int(meta["job"])]
+        job.clients += 1
+        job.idle_since = None
 
     def _apply_release(self, meta, blob):
-        """The job when this was its last client (it goes), else None."""
+        """The job when this was its last client and it is anonymous (it goes), else
+        None (a named job stays, idle, for a later consumer of its name)."""
         job = self.jobs[int(meta["job"])]
         job.clients -= 1
         if job.clients > 0:
+            return None
+        if job.name:
+            job.idle_since = time.monotonic()
             return None
         return self._apply_drop(meta, blob)
 
     def _apply_drop(self, meta, blob):
         job = self.jobs.pop(int(meta["job"]), None)
         if job is not None and job.name:
-            self.named.pop((job.dataset, job.name), None)
+            self.named.pop((job.dataset, job.name, job.rep), None)
         return job
 
     def _apply_split(self, meta, blob):
@@ -316,8 +353,12 @@ class Dispatcher:
         self._update(meta, graph)
         return d
 
-    def get_or_create_job(self, dataset: str, mode: int, name: str, num_consumers: int) -> _Job:
-        """The job `name` of `dataset` (created on first use; anonymous jobs are each new).
+    def get_or_create_job(
+        self, dataset: str, mode: int, name: str, num_consumers: int, rep: int = 0
+    ) -> _Job:
+        """The job `name` of `dataset` for the reading pass's repetition `rep` (created
+        on first use, and joined after its consumers released it until it is
+        collected; anonymous jobs are each new).
 
         A job is named per dataset: the same name for another dataset id is another
         job (as TF's, where each run of a register op gives a new id).
@@ -327,7 +368,7 @@ class Dispatcher:
         if dataset not in self.datasets:
             raise _dataset_not_found(dataset)
         if name:
-            job_id = self.named.get((dataset, name))
+            job_id = self.named.get((dataset, name, rep))
             if job_id is not None:
                 job = self.jobs[job_id]
                 if job.mode != mode or job.num_consumers != num_consumers:
@@ -339,7 +380,7 @@ class Dispatcher:
                     )  # fmt: skip
                 return job
         meta = {"u": "job", "id": self._next_job, "d": dataset, "mode": mode,
-                "name": name, "nc": num_consumers}  # fmt: skip
+                "name": name, "nc": num_consumers, "rep": rep if name else 0}  # fmt: skip
         job = self._update(meta)
         for address, conn in self.workers.items():
             task = self._new_task(job, address)
@@ -379,6 +420,23 @@ class Dispatcher:
         job = self._update({"u": "drop", "job": job_id})
         if job is not None:
             self._dropped(job)
+
+    def _idle(self, job: _Job) -> None:
+        """Collect `job`, which no consumer reads now, `gc_timeout_s` from now unless
+        one joins it meanwhile."""
+        if self.gc_timeout_s is None or self.closing:
+            return
+        since = job.idle_since
+        handle = asyncio.get_running_loop().call_later(
+            self.gc_timeout_s, lambda: self._collect(job.id, since, handle)
+        )
+        self.collecting.add(handle)
+
+    def _collect(self, job_id: int, since, handle) -> None:
+        self.collecting.discard(handle)
+        job = self.jobs.get(job_id)
+        if job is not None and job.clients <= 0 and job.idle_since == since:
+            self.remove_job(job_id)
 
     def _dropped(self, job: _Job) -> None:
         """Tell the workers of `job`, which went, to drop their tasks of it."""

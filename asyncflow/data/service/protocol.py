@@ -9,7 +9,7 @@ dispatcher also sends RUN frames to each worker over the connection the worker o
 
 Methods (requester -> answerer: meta in -> meta out):
   client -> dispatcher  register  {out, spec, id} + graph    -> {id}
-                        job       {d, mode, name, nc, tw}   -> {job, inc}
+                        job       {d, mode, name, nc, rep}  -> {job, inc}
                         tasks     {job, inc}                -> {tasks: [[task, addr]]}
                         release   {job}                     -> {}
   worker -> dispatcher  worker    {addr}                    -> {tasks: [task dicts], inc}

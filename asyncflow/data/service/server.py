@@ -24,7 +24,7 @@ import threading
 
 from asyncflow import errors
 from asyncflow.data.service.client import parse_address
-from asyncflow.data.service.dispatcher import Dispatcher
+from asyncflow.data.service.dispatcher import GC_TIMEOUT_S, Dispatcher
 from asyncflow.data.service.worker import Worker
 from asyncflow.distributed import wire
 from asyncflow.distributed.server import bind_host, new_loop
@@ -51,7 +51,9 @@ class DispatcherConfig(collections.namedtuple("DispatcherConfig", _DISPATCHER_FI
     fault_tolerant_mode: journal the dispatcher's state in work_dir, and resume it
     when started again there (fault_tolerant_mode needs a work_dir).  worker_addresses:
     TF's fixed worker list, for static sharding (each worker's `worker_address`).
-    The rest are TF's timing knobs, kept for their values.
+    job_gc_timeout_ms: how long a named job no consumer reads is kept for a later one
+    (0: TF's 5 minutes; negative: for ever).  The rest are TF's timing knobs, kept for
+    their values.
     """
 
     def __new__(
@@ -166,6 +168,14 @@ def _check_protocol(protocol) -> None:
         )
 
 
+def _gc_timeout_s(ms) -> float | None:
+    """A named job's collection delay for `job_gc_timeout_ms`: TF's 5 minutes for 0
+    (unset), never for a negative value."""
+    if ms is None or ms == 0:
+        return GC_TIMEOUT_S
+    return None if ms < 0 else ms / 1000.0
+
+
 async def _made(cls, *args):
     """`cls(*args)` made on the server's loop (its events belong to that loop)."""
     return cls(*args)
@@ -234,7 +244,14 @@ class DispatchServer(_Served):
         self._thread = _LoopThread("asyncflow-data-dispatcher")
         try:
             self._service = self._thread.run(
-                _made(Dispatcher, self._secret, None, config.worker_addresses or (), work_dir)
+                _made(
+                    Dispatcher,
+                    self._secret,
+                    None,
+                    config.worker_addresses or (),
+                    work_dir,
+                    _gc_timeout_s(config.job_gc_timeout_ms),
+                )
             )
         except errors.OpError:
             self._thread.stop(lambda: None)
