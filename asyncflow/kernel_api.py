@@ -39,6 +39,7 @@ __all__ = [
     "note_task",
     "parked_task",
     "parks",
+    "pass_state",
     "random_state",
     "with_pass_random",
     "quiet_step",
@@ -298,16 +299,17 @@ def current_step() -> StepContext | None:
     return _CURRENT_STEP.get()
 
 
-# The random ops' states of the dataset pass (or `reduce` run) whose function is
-# running: {op: state}, set by `with_pass_random` while it drives a function's call
-# (and inherited by the Tasks the call starts); None outside dataset functions.
+# The per-pass kernel states (`pass_state`) of the dataset pass (or `reduce` run)
+# whose function is running: {op: state}, set by `with_pass_random` while it drives
+# a function's call (and inherited by the Tasks the call starts); None outside
+# dataset functions.
 _PASS_RANDOM: contextvars.ContextVar = contextvars.ContextVar("pass_random", default=None)
 
 
 @types.coroutine
 def with_pass_random(aw, states: dict):
-    """Awaits `aw` (a dataset function's call) with `states` as its random ops' states
-    (`random_state`).  Set and reset around each of its stretches rather than across
+    """Awaits `aw` (a dataset function's call) with `states` as its kernels' per-pass
+    states (`pass_state`).  Set and reset around each of its stretches rather than across
     the whole await: the awaiting coroutine may be started outside a Task and resumed
     in one (session.py `_Continue`), in another context."""
     it = aw if type(aw) is types.CoroutineType else aw.__await__()
@@ -333,12 +335,14 @@ def with_pass_random(aw, states: dict):
             value, exc = None, e
 
 
-def random_state(ctx: KernelContext) -> dict:
-    """Where a stateful random op keeps its generator (and any other state of its
-    draws, a learned candidate sampler's weights): for the session
-    (`ctx.kernel_state`), or inside a dataset function for the dataset's pass, as TF
-    instantiates a function's kernels anew for each iterator (and each run of
-    `Dataset.reduce`), so a seeded op there starts its sequence again with each."""
+def pass_state(ctx: KernelContext) -> dict:
+    """Where a kernel keeps the state that changes what it outputs or prints (a
+    stateful random op's generator, a learned candidate sampler's weights, Print's
+    `first_n` count, RecordInput's reader): for the session (`ctx.kernel_state`), or
+    inside a dataset function for the dataset's pass, as TF instantiates a function's
+    kernels anew for each iterator (and each run of `Dataset.reduce`), so a seeded op
+    there starts its sequence again with each.  An op keeping such state must be
+    counted in data/calls.py `_per_pass`."""
     states = _PASS_RANDOM.get()
     if states is None:
         return ctx.kernel_state
@@ -346,6 +350,10 @@ def random_state(ctx: KernelContext) -> dict:
     if st is None:
         st = states[ctx.op] = {}
     return st
+
+
+# The random ops' name for it.
+random_state = pass_state
 
 
 class KernelContext:

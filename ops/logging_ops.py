@@ -13,6 +13,7 @@ import numpy as np
 
 from asyncflow import errors, ragged_functions
 from asyncflow import graph as ops
+from asyncflow.kernel_api import pass_state
 from asyncflow.registry import ANY, NotDifferentiable, TypeConstraint, register_op
 
 __all__ = ["Print", "print", "print_v2", "string_format"]
@@ -155,11 +156,12 @@ PrintOp = register_op(
 @PrintOp.kernel("CPU")
 async def _print(ctx, x, *data):
     first_n = ctx.attrs["first_n"]
-    if first_n >= 0:
-        count = ctx.kernel_state.get("count", 0)
+    if first_n >= 0:  # (counted for the session, or a dataset's pass as TF's kernel)
+        state = pass_state(ctx)
+        count = state.get("count", 0)
         if count >= first_n:
             return x
-        ctx.kernel_state["count"] = count + 1
+        state["count"] = count + 1
     summarize = ctx.attrs["summarize"]
     msg = ctx.attrs["message"] + "".join(f"[{summarize_value(d, summarize)}]" for d in data)
     sys.stderr.write(msg + "\n")

@@ -5,7 +5,8 @@ Each run outputs `batch_size` records.  The files matching `file_pattern` are re
 epoch after epoch, the file order shuffled (`file_random_seed`, then rotated by
 `file_shuffle_shift_ratio`), their records through a shuffle buffer of
 `file_buffer_size`; every record comes once per epoch.  The reading state lives with
-the op in its session (kernel_state); files are read on a worker thread.
+the op in its session, or inside a dataset function in the dataset's pass, as TF's
+(kernel_api.pass_state); files are read on a worker thread.
 
 Differs from TF: the order within an epoch.  TF's reader threads
 (`file_parallelism`) interleave files nondeterministically, so no two TF runs agree
@@ -20,6 +21,7 @@ import glob
 import numpy as np
 
 from asyncflow import errors, python_io, tensor_shape
+from asyncflow.kernel_api import pass_state
 from asyncflow.registry import register_op
 
 __all__: list[str] = []
@@ -87,9 +89,10 @@ async def _record_input(ctx):
     batch_size = ctx.attrs["batch_size"]
     if batch_size < 1:
         raise errors.InvalidArgumentError(None, None, f"batch_size must be > 0: {batch_size}")
-    y = ctx.kernel_state.get("yielder")
+    state = pass_state(ctx)  # (a dataset function's reads start again with each pass)
+    y = state.get("yielder")
     if y is None:
-        y = ctx.kernel_state["yielder"] = _Yielder(dict(ctx.attrs))
+        y = state["yielder"] = _Yielder(dict(ctx.attrs))
     loop = asyncio.get_running_loop()
     while len(y.pending) < batch_size:
         y.pending.extend(await loop.run_in_executor(None, y.next_epoch))

@@ -44,7 +44,7 @@ def test_a_prefetched_map_restarts_its_random_op_too():
 
 
 def test_a_function_without_random_ops_is_called_directly():
-    # (the fast call wraps only a step that may draw: data/calls.py `_draws`)
+    # (the fast call wraps only a step that may draw: data/calls.py `_per_pass`)
     from asyncflow.data import calls
 
     with tf.Graph().as_default():
@@ -53,5 +53,5 @@ def test_a_function_without_random_ops_is_called_directly():
         with tf.Session() as sess:
             plain = sess._master.plan([], [x * 2], False)
             drawing = sess._master.plan([], [x + r], False)
-            assert not calls._draws(plain)
-            assert calls._draws(drawing)
+            assert not calls._per_pass(plain)
+            assert calls._per_pass(drawing)

@@ -6,7 +6,8 @@ small pure function runs as the straight-line program `Session.make_async_callab
 uses (asyncflow.straight_line), its kernels one after another without the
 interpreter.  Installed into ops/dataset_pipeline.py by `asyncflow.data`; a session
 without a master (or with a different one) falls back to `arun`.  A step whose plan may
-draw random numbers (`_draws`) draws them from the pass's states (`random_states`:
+run an op keeping state for the pass (`_per_pass`: a seeded random op, Print's
+`first_n` count, RecordInput's reader) keeps it in the pass's states (`random_states`:
 kernel_api.with_pass_random); the others run unwrapped."""
 
 from __future__ import annotations
@@ -26,25 +27,32 @@ def _owned(v):
     return v
 
 
-# Ops running a function body of their own (not inlined into the plan): it may draw.
+# Ops running a function body of their own (not inlined into the plan): it may keep
+# pass state.
 _CALLS = frozenset(
     ("PartitionedCall", "StatefulPartitionedCall", "RemoteCall", "SymbolicGradient")
     + ("If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase")
 )
 
 
-def _draws(plan) -> bool:
-    """Whether a step of `plan` may run a stateful random op (one with a `seed2`
-    attr), itself or in a function body it calls; true where the plan does not show
-    its partitions (a task's)."""
+def _keeps_pass_state(op) -> bool:
+    """Whether `op` keeps state for a pass (kernel_api.pass_state): a stateful random
+    op (one with a `seed2` attr), a Print counting its `first_n`, a RecordInput."""
+    if "seed2" in op._attrs:
+        return op.op_def.stateful
+    if op.type == "Print":
+        return op._attrs.get("first_n", -1) >= 0
+    return op.type == "RecordInput"
+
+
+def _per_pass(plan) -> bool:
+    """Whether a step of `plan` may run an op keeping state for the pass, itself or in
+    a function body it calls; true where the plan does not show its partitions (a
+    task's)."""
     parts = getattr(plan, "parts", None)
     if parts is None:
         return True
-    return any(
-        op.type in _CALLS or ("seed2" in op._attrs and op.op_def.stateful)
-        for p in parts
-        for op in p.index
-    )
+    return any(op.type in _CALLS or _keeps_pass_state(op) for p in parts for op in p.index)
 
 
 def function_caller(session, feeds, fetches):
@@ -56,7 +64,7 @@ def function_caller(session, feeds, fetches):
     feeds, fetches = list(feeds), list(fetches)
     fed = {id(t): i for i, t in enumerate(feeds)}
     straight_line = getattr(session, "_straight_line", None)
-    # the plan last run, its straight-line program (or None), whether it draws
+    # the plan last run, its straight-line program (or None), whether it keeps pass state
     line = [None, None, False]
 
     async def call(values, random_states=None):
@@ -65,7 +73,7 @@ def function_caller(session, feeds, fetches):
         plan = plan_fn(feeds, fetches, False)  # cached by the master
         if plan is not line[0]:
             program = None if straight_line is None else straight_line(plan)
-            line[:] = plan, program, _draws(plan)
+            line[:] = plan, program, _per_pass(plan)
         program = line[1]
         # A program sets and resets context variables around its kernels: it runs only
         # where nothing resumes it in another Task (a prefetch or parallel-map Task),
