@@ -172,7 +172,8 @@ def test_an_ended_named_job_is_kept_across_a_restart(ft):
         ft.dispatcher._stop()
         ft.restart()
         service = ft.dispatcher._service
-        assert [(j.name, j.clients) for j in service.jobs.values()] == [("kept", 0)]
+        kept = f"dataset_id=/{did}/kept"  # (the name from_dataset_id gives the job, TF's)
+        assert [(j.name, j.clients) for j in service.jobs.values()] == [(kept, 0)]
         assert len(service.collecting) == 1
         _until(lambda: ft.worker._address in service.workers)
         assert read() == []

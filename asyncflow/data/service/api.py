@@ -23,7 +23,7 @@ from asyncflow.data.service.client import metadata, mode_def
 from asyncflow.data.service.protocol import ShardingPolicy
 from asyncflow.data.structure import _component_attrs, _Spec
 from asyncflow.errors import UnimplementedError
-from asyncflow.ops import dataset_ops
+from asyncflow.ops import dataset_ops, string_ops
 
 __all__ = ["CrossTrainerCache", "distribute", "from_dataset_id", "register_dataset"]
 
@@ -138,6 +138,10 @@ def from_dataset_id(
 ):
     """A dataset reading the registered dataset `dataset_id` from the service.
 
+    A `job_name` is the job's within `dataset_id` (the job's name is
+    "dataset_id=/<id>/<job_name>", as TF's): another dataset id under the same name
+    reads another job.
+
     Raises:
       ValueError: for an unknown processing mode, a service or job name that is not a
         non-empty string, `num_consumers` without `job_name`, or no `element_spec`
@@ -146,19 +150,51 @@ def from_dataset_id(
     """
     policy = _policy(processing_mode)
     protocol, address = _split_service(service)
+    _check_read(job_name, num_consumers, cross_trainer_cache, element_spec)
     if job_name is not None:
-        _check_string(job_name, "job_name")
-    if num_consumers is not None and job_name is None:
-        raise ValueError(
-            "`job_name` must be set when setting `num_consumers`. "
-            f"num_consumers was set to {num_consumers}."
-        )
-    if cross_trainer_cache is not None:
-        raise UnimplementedError(
-            None, None, "asyncflow's tf.data service has no cross-trainer cache"
-        )
-    if element_spec is None:
-        raise ValueError("In graph mode `element_spec` must be provided manually.")
+        with ops.name_scope(None):
+            job_name = string_ops.string_join(
+                ["dataset_id=", _string(dataset_id), job_name], "/", name="job_name_join"
+            )
+    return _from_dataset_id(
+        policy,
+        (protocol, address),
+        dataset_id,
+        element_spec,
+        job_name,
+        consumer_index,
+        num_consumers,
+        max_outstanding_requests,
+        data_transfer_protocol,
+        cross_trainer_cache,
+        target_workers,
+    )
+
+
+def _string(dataset_id):
+    """`dataset_id` as a string tensor (an int64 one written in decimal, as TF's)."""
+    t = ops.convert_to_tensor(dataset_id)
+    if t.dtype == dtypes.string:
+        return t
+    return string_ops.as_string(t)
+
+
+def _from_dataset_id(
+    policy,
+    service,
+    dataset_id,
+    element_spec,
+    job_name,
+    consumer_index,
+    num_consumers,
+    max_outstanding_requests,
+    data_transfer_protocol,
+    cross_trainer_cache,
+    target_workers,
+):
+    """`from_dataset_id` with `job_name` (a string or string tensor) the job's name as
+    it is: `distribute`'s reads are keyed by the name alone (TF's)."""
+    protocol, address = service
     structure = element_spec if _is_structure(element_spec) else _structure_of(element_spec)
     with ops.name_scope(None):
         counter = ops.apply_op("DummyIterationCounter", [], {}, name="DummyIterationCounter")
@@ -167,7 +203,9 @@ def from_dataset_id(
             ops.convert_to_tensor(mode_def(policy), dtypes.string, name="processing_mode"),
             ops.convert_to_tensor(address, dtypes.string, name="address"),
             ops.convert_to_tensor(protocol, dtypes.string, name="protocol"),
-            ops.convert_to_tensor(job_name or "", dtypes.string, name="job_name"),
+            ops.convert_to_tensor(
+                "" if job_name is None else job_name, dtypes.string, name="job_name"
+            ),
             _int64(consumer_index, "consumer_index"),
             _int64(num_consumers, "num_consumers"),
             _int64(max_outstanding_requests, "max_outstanding_requests"),
@@ -181,6 +219,22 @@ def from_dataset_id(
         ds = Dataset(None, structure)
         ds._variant = dataset_ops.dataset_op("DataServiceDatasetV4", inputs, attrs)
     return ds
+
+
+def _check_read(job_name, num_consumers, cross_trainer_cache, element_spec) -> None:
+    if job_name is not None:
+        _check_string(job_name, "job_name")
+    if num_consumers is not None and job_name is None:
+        raise ValueError(
+            "`job_name` must be set when setting `num_consumers`. "
+            f"num_consumers was set to {num_consumers}."
+        )
+    if cross_trainer_cache is not None:
+        raise UnimplementedError(
+            None, None, "asyncflow's tf.data service has no cross-trainer cache"
+        )
+    if element_spec is None:
+        raise ValueError("In graph mode `element_spec` must be provided manually.")
 
 
 def _is_structure(value) -> bool:
@@ -204,29 +258,33 @@ def distribute(
 
     `processing_mode`: a ShardingPolicy, "parallel_epochs" (OFF: every worker
     produces the whole dataset) or "distributed_epoch" (DYNAMIC: each element once
-    overall).  Consumers that give the same `job_name` share one job; with
-    `num_consumers`, each reads its `consumer_index`'s element of every round.
+    overall).  Consumers that give the same `job_name` share one job, whatever
+    their dataset (the name alone is the job's key, as TF's: a `distribute` whose
+    register op runs again, as an iterator initialized again, joins the job it read
+    before); with `num_consumers`, each reads its `consumer_index`'s element of every
+    round.
 
     Raises ValueError for the arguments `from_dataset_id` refuses or a bad compression.
     """
     policy = _policy(processing_mode)
-    _split_service(service)
+    split = _split_service(service)
     _check_compression(compression)
 
     def _apply(dataset):
+        _check_read(job_name, num_consumers, cross_trainer_cache, dataset._structure)
         dataset_id = register_dataset(service, dataset, compression=compression)
-        return from_dataset_id(
+        return _from_dataset_id(
             policy,
-            service,
+            split,
             dataset_id,
-            element_spec=dataset._structure,
-            job_name=job_name,
-            consumer_index=consumer_index,
-            num_consumers=num_consumers,
-            max_outstanding_requests=max_outstanding_requests,
-            data_transfer_protocol=data_transfer_protocol,
-            cross_trainer_cache=cross_trainer_cache,
-            target_workers=target_workers,
+            dataset._structure,
+            job_name,
+            consumer_index,
+            num_consumers,
+            max_outstanding_requests,
+            data_transfer_protocol,
+            cross_trainer_cache,
+            target_workers,
         )
 
     return _apply

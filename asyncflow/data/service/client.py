@@ -305,7 +305,22 @@ def dataset(ctx, args: dict) -> ServiceRead:
         consumer_index=consumer_index,
         num_consumers=max(num_consumers, 0),
         max_outstanding=_int(args["max_outstanding_requests"]),
+        target_workers=target_workers_of(ctx.attrs.get("target_workers", "")),
     )
+
+
+_TARGET_WORKERS = ("AUTO", "ANY", "LOCAL")
+
+
+def target_workers_of(value) -> str:
+    """A DataServiceDataset's `target_workers` attr, upper-cased ("" is AUTO): part of
+    a named job's parameters (asyncflow reads every worker whichever it is).
+
+    Raises InvalidArgumentError for another value."""
+    text = (_text(value) or "AUTO").upper()
+    if text not in _TARGET_WORKERS:
+        raise errors.InvalidArgumentError(None, None, f"Unrecognized target workers: {text}")
+    return text
 
 
 class ServiceRead(pl.DatasetValue):
@@ -313,7 +328,7 @@ class ServiceRead(pl.DatasetValue):
 
     def __init__(
         self, address, protocol, dataset_id, mode, job_name, consumer_index, num_consumers,
-        max_outstanding,
+        max_outstanding, target_workers="AUTO",
     ):  # fmt: skip
         self.address = address
         self.protocol = protocol
@@ -323,6 +338,7 @@ class ServiceRead(pl.DatasetValue):
         self.consumer_index = consumer_index
         self.num_consumers = num_consumers
         self.max_outstanding = max_outstanding
+        self.target_workers = target_workers
         # TF's iteration counter (a fresh one at each run of the kernel, as TF's
         # DummyIterationCounter's): the repetition each pass reads its named job for
         self.passes = itertools.count()
@@ -359,6 +375,7 @@ class ServiceRead(pl.DatasetValue):
                 "name": self.job_name,
                 "nc": self.num_consumers,
                 "rep": rep,
+                "tw": self.target_workers,
             }
             reply, _ = await p.call(dispatcher, "job", meta)
             job = p.check_int(reply, "job", None, 0)

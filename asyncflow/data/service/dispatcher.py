@@ -9,9 +9,13 @@ sharding it hands out the source's splits, each once per repetition of the input
 A named job outlives its consumers, as TF's: a consumer of its name that comes after
 the last one released it shares what is left of it (nothing, when it ended), until it
 is collected `gc_timeout_s` after that release (TF's `job_gc_timeout_ms`, 5 minutes).
-Its key holds the reading pass's repetition (`rep`: the passes over the consumer's
-dataset value started before, TF's iteration counter), so `repeat` over a read reads
-a new job.  An anonymous job goes when its last consumer releases it.
+Its key is its name, whatever the dataset (as TF's: `from_dataset_id` writes the
+dataset id into the name, `distribute` does not, so a `distribute` of a dataset
+registered again joins the job of its name), and the reading pass's repetition (`rep`:
+the passes over the consumer's dataset value started before, TF's iteration counter),
+so `repeat` over a read reads a new job.  A consumer whose processing mode or target
+workers differ from the job's is refused.  An anonymous job goes when its last
+consumer releases it.
 
 State changes are synchronous methods on this object (no I/O inside them but the
 journal's append); the serving around them answers requests on the running loop.
@@ -56,6 +60,7 @@ class _Job:
         "name",
         "rep",
         "num_consumers",
+        "target_workers",
         "tasks",
         "splits",
         "clients",
@@ -63,13 +68,14 @@ class _Job:
         "idle_since",
     )
 
-    def __init__(self, job_id, dataset, mode, name, num_consumers, rep=0):
+    def __init__(self, job_id, dataset, mode, name, num_consumers, rep=0, target_workers="AUTO"):
         self.id = job_id
         self.dataset = dataset
         self.mode = mode
         self.name = name
         self.rep = rep  # (the reading pass's repetition: part of a named job's key)
         self.num_consumers = num_consumers
+        self.target_workers = target_workers  # (AUTO, ANY or LOCAL: checked, not acted on)
         self.tasks: dict[int, str] = {}  # task id -> worker address
         self.splits: dict[tuple, int] = {}  # (repetition, source) -> next split to hand out
         self.clients = 0
@@ -110,7 +116,7 @@ class Dispatcher:
         self._next_dataset = 1000  # (the ids TF 2.21 gives: 1000, 1001, ...)
         self.workers: dict[str, wire.Connection] = {}  # address -> its connection
         self.jobs: dict[int, _Job] = {}
-        self.named: dict[tuple[str, str, int], int] = {}  # (dataset, name, rep) -> job id
+        self.named: dict[tuple[str, int], int] = {}  # (name, rep) -> job id
         self.gc_timeout_s = gc_timeout_s
         self.collecting: set[asyncio.TimerHandle] = set()  # idle named jobs' collections
         self._next_job = 0  # (each id is taken by applying its update)
@@ -204,6 +210,7 @@ class Dispatcher:
             p.check_str(meta, "name", ""),
             p.check_int(meta, "nc", 0, 0, 1 << 20),
             p.check_int(meta, "rep", 0, 0, p.MAX_SPLITS),
+            p.check_str(meta, "tw", "AUTO"),
         )
         self._update({"u": "join", "job": job.id})
         return {"job": job.id, "inc": self.incarnation}, None
@@ -279,13 +286,14 @@ class Dispatcher:
 
     def _apply_job(self, meta, blob):
         job = _Job(int(meta["id"]), str(meta["d"]), int(meta["mode"]), str(meta["name"]),
-                   int(meta["nc"]), int(meta.get("rep", 0)))  # fmt: skip
+                   int(meta["nc"]), int(meta.get("rep", 0)),
+                   str(meta.get("tw", "AUTO")))  # fmt: skip
         if job.dataset not in self.datasets:
             raise KeyError(f"dataset {job.dataset}")
         job.compressed = int(job.dataset in self.compressed)
         self.jobs[job.id] = job
         if job.name:
-            self.named[(job.dataset, job.name, job.rep)] = job.id
+            self.named[(job.name, job.rep)] = job.id
         self._next_job = max(self._next_job, job.id + 1)
         return job
 
@@ -314,7 +322,7 @@ class Dispatcher:
     def _apply_drop(self, meta, blob):
         job = self.jobs.pop(int(meta["job"]), None)
         if job is not None and job.name:
-            self.named.pop((job.dataset, job.name, job.rep), None)
+            self.named.pop((job.name, job.rep), None)
         return job
 
     def _apply_split(self, meta, blob):
@@ -354,33 +362,29 @@ class Dispatcher:
         return d
 
     def get_or_create_job(
-        self, dataset: str, mode: int, name: str, num_consumers: int, rep: int = 0
-    ) -> _Job:
-        """The job `name` of `dataset` for the reading pass's repetition `rep` (created
-        on first use, and joined after its consumers released it until it is
+        self, dataset: str, mode: int, name: str, num_consumers: int, rep: int = 0,
+        target_workers: str = "AUTO",
+    ) -> _Job:  # fmt: skip
+        """The job `name` for the reading pass's repetition `rep` (created on first use
+        for `dataset`, and joined after its consumers released it until it is
         collected; anonymous jobs are each new).
 
-        A job is named per dataset: the same name for another dataset id is another
-        job (as TF's, where each run of a register op gives a new id).
+        A job is keyed by its name alone, as TF's: a consumer of the name joins the
+        job whatever its own dataset id (`from_dataset_id` puts the id in the name).
 
         Raises NotFoundError for an unknown dataset, InvalidArgumentError where the
-        named job exists with another processing mode or number of consumers."""
+        named job exists with another processing mode, target workers or number of
+        consumers."""
         if dataset not in self.datasets:
             raise _dataset_not_found(dataset)
         if name:
-            job_id = self.named.get((dataset, name, rep))
+            job_id = self.named.get((name, rep))
             if job_id is not None:
                 job = self.jobs[job_id]
-                if job.mode != mode or job.num_consumers != num_consumers:
-                    raise errors.InvalidArgumentError(
-                        None, None, f"Tried to create job with name {name}, but found an "
-                        "existing job with different parameters: existing processing mode "
-                        f"{p.ShardingPolicy(job.mode).name}, {job.num_consumers} consumers; "
-                        f"requested {p.ShardingPolicy(mode).name}, {num_consumers} consumers"
-                    )  # fmt: skip
+                _check_matching(job, dataset, mode, num_consumers, target_workers)
                 return job
-        meta = {"u": "job", "id": self._next_job, "d": dataset, "mode": mode,
-                "name": name, "nc": num_consumers, "rep": rep if name else 0}  # fmt: skip
+        meta = {"u": "job", "id": self._next_job, "d": dataset, "mode": mode, "name": name,
+                "nc": num_consumers, "rep": rep if name else 0, "tw": target_workers}  # fmt: skip
         job = self._update(meta)
         for address, conn in self.workers.items():
             task = self._new_task(job, address)
@@ -474,6 +478,34 @@ _APPLY = {
     "split": Dispatcher._apply_split,
     "lost": Dispatcher._apply_lost,
 }
+
+
+def _check_matching(job: _Job, dataset: str, mode: int, num_consumers: int, workers: str):
+    """Refuse a consumer of `job`'s name whose parameters differ from the job's.
+
+    Raises InvalidArgumentError (TF's words, its parameters in TF's order; a differing
+    number of consumers, which TF lets join, is refused too: coordinated and plain
+    reads of one job cannot share its tasks)."""
+    diff = ""
+    if job.mode != mode:
+        diff += f"Existing processing mode: <{_mode_text(job.mode)}>; got <{_mode_text(mode)}>. "
+    if job.target_workers != workers:
+        diff += f"Existing target workers: <{job.target_workers}>; got <{workers}>. "
+    if job.num_consumers != num_consumers:
+        diff += f"Existing num_consumers: <{job.num_consumers or 'unset'}>; "
+        diff += f"got <{num_consumers or 'unset'}>. "
+    if diff:
+        raise errors.InvalidArgumentError(
+            None, None, f"Failed to get or create job for dataset with id {dataset}: Tried "
+            f"to create job with name {job.name}, but found an existing job with different "
+            f"parameters: {diff}"
+        )  # fmt: skip
+
+
+def _mode_text(policy: int) -> str:
+    """A processing mode as TF's ProcessingModeDef prints on one line (its default,
+    OFF, not written)."""
+    return f"sharding_policy: {p.ShardingPolicy(policy).name}" if policy else ""
 
 
 def _dataset_not_found(d: str) -> errors.NotFoundError:
