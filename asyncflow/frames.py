@@ -599,8 +599,7 @@ def compile_loops(plan, nodes, makes_new=None, retains=None) -> dict | None:
         if prog is not None:
             if _TAKE_CARRIES and makes_new is not None:
                 prog.carry_takers = _carry_takers(plan, prog, makes_new, retains)
-            prog.body = prog.readers = None
-        if prog is not None:
+            prog.body = prog.readers = None  # (only _carry_takers reads them)
             loops[name] = prog
     return loops or None
 
