@@ -455,8 +455,6 @@ class LoopProgram:
         "exits",
         "carry_takers",
         "later",
-        "body",
-        "readers",
     )
 
     async def run(self, step, enter_values: dict) -> list | None:
@@ -595,16 +593,14 @@ def compile_loops(plan, nodes, makes_new=None, retains=None) -> dict | None:
             enters.setdefault(plan.enter_info[j][0], []).append(j)
     loops = {}
     for name, members_f in members.items():
-        prog = _compile_loop(plan, nodes, name, members_f, enters.get(name, []))
+        enters_f = enters.get(name, [])
+        prog = _compile_loop(plan, nodes, name, members_f, enters_f, makes_new, retains)
         if prog is not None:
-            if _TAKE_CARRIES and makes_new is not None:
-                prog.carry_takers = _carry_takers(plan, prog, makes_new, retains)
-            prog.body = prog.readers = None  # (only _carry_takers reads them)
             loops[name] = prog
     return loops or None
 
 
-def _compile_loop(plan, nodes, name, members, enters):  # noqa: C901 - one check per rule
+def _compile_loop(plan, nodes, name, members, enters, makes_new, retains):  # noqa: C901 - one check per rule
     kinds = plan.kinds
     in_frame = set(members)
     is_enter = set(enters)
@@ -781,13 +777,14 @@ def _compile_loop(plan, nodes, name, members, enters):  # noqa: C901 - one check
     nxt = (cond, None, None, _NEXT, (), 0, ())
     prog.loop = [*held(pre), pred, *held(body), nxt]
     prog.tail = tail
-    prog.body, prog.readers = body, readers
     prog.carry_takers = []
+    if _TAKE_CARRIES and makes_new is not None:
+        prog.carry_takers = _carry_takers(plan, prog, body, readers, makes_new, retains)
     prog.later = None
     return prog
 
 
-def _carry_takers(plan, prog, makes_new, retains) -> list:
+def _carry_takers(plan, prog, body, readers, makes_new, retains) -> list:
     """[(node, input position)]: the body kernels that may take over a loop variable's
     value from the second iteration on (`LoopProgram._later`).
 
@@ -811,7 +808,6 @@ def _carry_takers(plan, prog, makes_new, retains) -> list:
     is never given.  The kernel's own checks still apply (`may_forward`: a NumPy array
     owning its memory, writable)."""
     takers = []
-    body, readers = prog.body, prog.readers
     slot_node: dict = {}  # output slot -> (body node, its output)
     for i, _kernel, _ctx, _m, _args, n_out, outs in body:
         for oi in range(n_out):
