@@ -12,8 +12,10 @@ anew where a new value of the same name joins what is left of it.
 (worker.LOCAL_WORKERS, TF's LocalWorkers), and fails with TF's InvalidArgumentError
 when there is none or the read is coordinated (`num_consumers`); "AUTO" and "ANY" read
 every worker (TF's AUTO skips only remote workers tagged COLOCATED, a tag asyncflow's
-WorkerConfig, like TF's Python one, cannot set).  A local worker is still read over
-its socket (TF's reads it in-process: a saving, not a difference in what is read).
+WorkerConfig, like TF's Python one, cannot set).  A LOCAL read of a job that has no
+task on this process's workers waits for one, as a read of a job without workers does
+(TF's too).  A local worker is still read over its socket (TF's reads it in-process: a
+saving, not a difference in what is read).
 
 A pass ends when every task it knows has ended and the dispatcher, asked again, names
 no new one.  A worker lost midway (its connection fails) takes its task with it: with
