@@ -53,27 +53,6 @@ def test_a_job_name_with_other_parameters_as_tf(target):
     assert _conflicts(tf, svc, target) == TF["conflicts"]
 
 
-def test_a_job_name_with_another_number_of_consumers_is_refused(target):
-    """TF lets such a consumer join the job (its coordinated reads then cannot match
-    the job's tasks); asyncflow refuses it with InvalidArgumentError."""
-    with tf.Graph().as_default():
-        ds = tf.data.Dataset.range(100).repeat()
-        did = svc.register_dataset(target, ds)
-        with tf.Session() as sess:
-            did = sess.run(did).decode()
-        reads = [
-            svc.from_dataset_id(
-                "parallel_epochs", target, did, ds.element_spec, job_name="nc", **kw
-            )
-            for kw in ({"consumer_index": 0, "num_consumers": 1}, {})
-        ]
-        nexts = [tf.data.make_one_shot_iterator(r).get_next() for r in reads]
-        with tf.Session() as sess:
-            sess.run(nexts[0])
-            with pytest.raises(errors.InvalidArgumentError, match="Existing num_consumers: <1>"):
-                sess.run(nexts[1])
-
-
 def test_an_unknown_target_workers_is_refused(target):
     with tf.Graph().as_default():
         ds = tf.data.Dataset.range(3).apply(

@@ -9,8 +9,11 @@ runs the register op, and each pass over the distributed dataset is one read of 
 `compression="AUTO"` (or "SNAPPY") has the workers send elements snappy-compressed
 (imagecodecs' snappy), None raw, as TF's.
 
-Differences from TF: `data_transfer_protocol` and `target_workers` are
-accepted and every worker is read over the wire; a `cross_trainer_cache` is refused
+`target_workers="LOCAL"` reads only the workers running in this process (TF's rule,
+client.py); "AUTO" and "ANY" read every worker.
+
+Differences from TF: `data_transfer_protocol` is accepted and every worker, a local
+one too, is read over the wire; a `cross_trainer_cache` is refused
 (UnimplementedError).
 """
 

@@ -8,6 +8,15 @@ pass's repetition (the passes over that `ServiceRead` started before: TF's itera
 counter, fresh at each run of the kernel), so a second pass of one value reads the job
 anew where a new value of the same name joins what is left of it.
 
+`target_workers="LOCAL"` reads only the tasks of workers running in this process
+(worker.LOCAL_WORKERS, TF's LocalWorkers), and fails with TF's InvalidArgumentError
+when there is none or the read is coordinated (`num_consumers`); "AUTO" and "ANY" read
+every worker (TF's AUTO skips only remote workers tagged COLOCATED, a tag asyncflow's
+WorkerConfig, like TF's Python one, cannot set).  A LOCAL read of a job that has no
+task on this process's workers waits for one, as a read of a job without workers does
+(TF's too).  A local worker is still read over its socket (TF's reads it in-process: a
+saving, not a difference in what is read).
+
 A pass ends when every task it knows has ended and the dispatcher, asked again, names
 no new one.  A worker lost midway (its connection fails) takes its task with it: with
 DYNAMIC sharding the splits it held are not read again (TF's at-most-once guarantee
@@ -51,6 +60,7 @@ import weakref
 
 from asyncflow import errors, graph_io
 from asyncflow.data.service import protocol as p
+from asyncflow.data.service import worker as local
 from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import split_address
 from asyncflow.distributed.server import new_loop
@@ -314,7 +324,7 @@ _TARGET_WORKERS = ("AUTO", "ANY", "LOCAL")
 
 def target_workers_of(value) -> str:
     """A DataServiceDataset's `target_workers` attr, upper-cased ("" is AUTO): part of
-    a named job's parameters (asyncflow reads every worker whichever it is).
+    a named job's parameters; LOCAL reads only this process's workers.
 
     Raises InvalidArgumentError for another value."""
     text = (_text(value) or "AUTO").upper()
@@ -361,9 +371,44 @@ class ServiceRead(pl.DatasetValue):
             if hooks is not None and fetch.stop in hooks:
                 hooks.remove(fetch.stop)
 
+    def check_target_workers(self) -> None:
+        """TF's checks of a read's target workers, before it asks for its job.
+
+        Raises InvalidArgumentError (TF's words) for a LOCAL read when no worker runs
+        in this process, or for a coordinated one."""
+        if self.target_workers != "LOCAL":
+            return
+        if not local.LOCAL_WORKERS:
+            if self.mode in (p.ShardingPolicy.OFF, p.ShardingPolicy.DYNAMIC):
+                raise errors.InvalidArgumentError(
+                    None, None, "Local reads require local tf.data workers, but no local "
+                    "worker is found. You need to run local tf.data service workers in "
+                    "your training workers."
+                )  # fmt: skip
+            raise errors.InvalidArgumentError(
+                None, None, f"Static sharding policy <{p.ShardingPolicy(self.mode).name}> "
+                "requires local tf.data workers, but no local worker is found. You need to "
+                "run local tf.data service workers in your training workers. Static "
+                "sharding also requires a fixed worker pool and a list of worker addresses "
+                'in the DispatcherConfig. See the "Processing Modes" section in the module '
+                "doc for details."
+            )  # fmt: skip
+        if self.num_consumers:
+            raise errors.InvalidArgumentError(
+                None, None, 'Coordinated reads require non-local workers, but `target_workers` '
+                'is "LOCAL".'
+            )  # fmt: skip
+
+    def reads_from(self, address: str) -> bool:
+        """Whether this read takes elements from the worker at `address` (every one
+        but for a LOCAL read, which takes those of this process's workers only;
+        coordinated reads are never LOCAL)."""
+        return self.target_workers != "LOCAL" or address in local.LOCAL_WORKERS
+
     async def elements(self, rep: int = 0):
         """The pass's elements, read on the client's loop (`_io_loop`); `rep`: how
         many passes over this value started before (a named job's repetition)."""
+        self.check_target_workers()
         secret = _secret()
         dispatcher = await _connect(self.address, secret, self.protocol)
         workers: dict[str, wire.Connection] = {}
@@ -586,7 +631,9 @@ class _Reader:
                 raise p.bad("tasks")
             task = p.check_int({"t": entry[0]}, "t", None, 0)
             now[task] = p.check_str({"a": entry[1]}, "a")
-        self.tasks = {t: a for t, a in now.items() if t not in self.lost}
+        self.tasks = {
+            t: a for t, a in now.items() if t not in self.lost and self.read.reads_from(a)
+        }
         self.had_tasks |= bool(self.tasks)
         self.refreshed = asyncio.get_running_loop().time()
 

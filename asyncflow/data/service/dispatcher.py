@@ -14,8 +14,9 @@ dataset id into the name, `distribute` does not, so a `distribute` of a dataset
 registered again joins the job of its name), and the reading pass's repetition (`rep`:
 the passes over the consumer's dataset value started before, TF's iteration counter),
 so `repeat` over a read reads a new job.  A consumer whose processing mode or target
-workers differ from the job's is refused.  An anonymous job goes when its last
-consumer releases it.
+workers differ from the job's is refused; one with another `num_consumers` joins it
+(as TF's: the job's tasks keep the first consumer's, and serve its reads as they
+can).  An anonymous job goes when its last consumer releases it.
 
 State changes are synchronous methods on this object (no I/O inside them but the
 journal's append); the serving around them answers requests on the running loop.
@@ -75,7 +76,7 @@ class _Job:
         self.name = name
         self.rep = rep  # (the reading pass's repetition: part of a named job's key)
         self.num_consumers = num_consumers
-        self.target_workers = target_workers  # (AUTO, ANY or LOCAL: checked, not acted on)
+        self.target_workers = target_workers  # (AUTO, ANY or LOCAL: its consumers act on it)
         self.tasks: dict[int, str] = {}  # task id -> worker address
         self.splits: dict[tuple, int] = {}  # (repetition, source) -> next split to hand out
         self.clients = 0
@@ -373,15 +374,15 @@ class Dispatcher:
         job whatever its own dataset id (`from_dataset_id` puts the id in the name).
 
         Raises NotFoundError for an unknown dataset, InvalidArgumentError where the
-        named job exists with another processing mode, target workers or number of
-        consumers."""
+        named job exists with another processing mode or target workers (another
+        number of consumers joins it: TF's)."""
         if dataset not in self.datasets:
             raise _dataset_not_found(dataset)
         if name:
             job_id = self.named.get((name, rep))
             if job_id is not None:
                 job = self.jobs[job_id]
-                _check_matching(job, dataset, mode, num_consumers, target_workers)
+                _check_matching(job, dataset, mode, target_workers)
                 return job
         meta = {"u": "job", "id": self._next_job, "d": dataset, "mode": mode, "name": name,
                 "nc": num_consumers, "rep": rep if name else 0, "tw": target_workers}  # fmt: skip
@@ -480,20 +481,18 @@ _APPLY = {
 }
 
 
-def _check_matching(job: _Job, dataset: str, mode: int, num_consumers: int, workers: str):
-    """Refuse a consumer of `job`'s name whose parameters differ from the job's.
+def _check_matching(job: _Job, dataset: str, mode: int, workers: str):
+    """Refuse a consumer of `job`'s name whose processing mode or target workers
+    differ from the job's.  Its number of consumers is not compared, as TF's: such a
+    consumer reads the job's tasks as they are (a plain read of a coordinated job asks
+    as consumer 0 for round 0, and fails once that round was read: worker.py).
 
-    Raises InvalidArgumentError (TF's words, its parameters in TF's order; a differing
-    number of consumers, which TF lets join, is refused too: coordinated and plain
-    reads of one job cannot share its tasks)."""
+    Raises InvalidArgumentError (TF's words, its parameters in TF's order)."""
     diff = ""
     if job.mode != mode:
         diff += f"Existing processing mode: <{_mode_text(job.mode)}>; got <{_mode_text(mode)}>. "
     if job.target_workers != workers:
         diff += f"Existing target workers: <{job.target_workers}>; got <{workers}>. "
-    if job.num_consumers != num_consumers:
-        diff += f"Existing num_consumers: <{job.num_consumers or 'unset'}>; "
-        diff += f"got <{num_consumers or 'unset'}>. "
     if diff:
         raise errors.InvalidArgumentError(
             None, None, f"Failed to get or create job for dataset with id {dataset}: Tried "

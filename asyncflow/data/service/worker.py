@@ -20,6 +20,10 @@ fault-tolerant dispatcher started again gives it back the tasks it had.  What it
 the dispatcher meanwhile (a split, a dataset's graph) waits for that, at most
 `DISPATCHER_WAIT_S`, then fails with UnavailableError.
 
+The workers running in this process are in `LOCAL_WORKERS` by the address they
+registered (TF's LocalWorkers): a consumer reading with `target_workers="LOCAL"` reads
+only their tasks (client.py).
+
 Invariants: a task's producer is started by its first `get` and holds at most
 `_BUFFER` elements ahead; a dataset's imported graph and session live while a task of
 it does; a dropped task's producer is cancelled and its waiting `get`s fail with
@@ -42,7 +46,7 @@ from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import split_address
 from asyncflow.ops import dataset_pipeline as pl
 
-__all__ = ["Worker"]
+__all__ = ["LOCAL_WORKERS", "Worker"]
 
 _BUFFER = 64  # elements a task's producer keeps ready
 _BATCH_BYTES = 4 << 20  # a `get` reply takes more ready elements up to about this size
@@ -51,6 +55,10 @@ DISPATCHER_WAIT_S = 60.0  # how long a request waits for a lost dispatcher to co
 _RETRY_MIN_S, _RETRY_MAX_S = 0.05, 1.0  # between tries to reach a lost dispatcher
 _EOS = object()
 _DISPATCHER = object()  # the `state` of a connection to the dispatcher
+
+# This process's registered workers by address (from their registration to their
+# close; read by consumers on other threads: only whole-item operations on it)
+LOCAL_WORKERS: dict[str, Worker] = {}
 
 
 class _Task:
@@ -171,6 +179,9 @@ class _Task:
     async def get(self, consumer: int, round_: int):
         if self.num_consumers <= 0:
             return await self.next_element()
+        # (a plain consumer of a coordinated job, which TF lets join it, asks as
+        # consumer 0 for round 0: TF's defaults)
+        consumer = max(consumer, 0)
         if not 0 <= consumer < self.num_consumers:
             raise errors.InvalidArgumentError(
                 None, None, f"Consumer index {consumer} is out of range for "
@@ -187,10 +198,12 @@ class _Task:
                 full = len(elems) == self.num_consumers
                 self.rounds[self.next_round] = elems if full else None
                 self.next_round += 1
-        if round_ not in self.rounds:
+        if round_ not in self.rounds:  # (TF's words, its closing backquote too)
             raise errors.FailedPreconditionError(
-                None, None, f"Round {round_} of task {self.id} was already read by all "
-                "its consumers"
+                None, None, f"Failed to get element: Consumer {consumer} requested data "
+                f"for round {round_}, but the current round has already reached "
+                f"{self.next_round - 1}. This may indicate that the consumer was restarted "
+                "with the same iteration name.`"
             )  # fmt: skip
         elems = self.rounds[round_]
         self.taken[round_] += 1
@@ -422,6 +435,7 @@ class Worker:
         self.address = worker_address.replace("%port%", str(port))
         self._dispatcher_address = split_address(dispatcher)
         await self._register()
+        LOCAL_WORKERS[self.address] = self
         return port
 
     async def _register(self, wait_s: float = 10.0) -> None:
@@ -506,6 +520,8 @@ class Worker:
 
     def close(self) -> None:
         self._closing = True
+        if LOCAL_WORKERS.get(self.address) is self:
+            del LOCAL_WORKERS[self.address]
         self._registered.set()  # (a request waiting for the dispatcher fails now)
         if self._reconnecting is not None:
             self._reconnecting.cancel()
