@@ -53,6 +53,10 @@ __all__ = [
 
 def _host_ints(value) -> list[int]:
     """An index tensor's values as Python ints (works for NumPy and CuPy arrays)."""
+    if type(value) is np.ndarray and value.ndim <= 1 and value.dtype.kind in "iu":
+        # (the common case, a host vector of axes: its list is already Python ints;
+        # the general path below made an array of it again, ~5 us a reduction)
+        return value.tolist() if value.ndim else [value.item()]
     value = value.tolist() if hasattr(value, "tolist") else value
     if isinstance(value, list):
         return [int(v) for v in np.asarray(value).reshape(-1)]
