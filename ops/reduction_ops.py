@@ -140,9 +140,22 @@ def _mean(xp, x, axis, keep):
         q = xp.floor_divide(total, count)
         q = q + ((xp.remainder(total, count) != 0) & (total < 0)).astype(q.dtype)
         return q.astype(x.dtype, copy=False)
-    if not math.prod(x.shape[i] for i in axis):  # 0 / 0, without NumPy's warning
+    count = math.prod(x.shape[i] for i in axis)
+    if not count:  # 0 / 0, without NumPy's warning
         return xp.full_like(xp.sum(x, axis=axis, keepdims=keep, dtype=x.dtype), np.nan)
+    if xp is np and x.dtype.type in _MEAN_DIRECT:
+        # np.mean's own steps for these dtypes (a sum in the dtype, then one division
+        # by the count), without its Python layers: a loss's mean over [128,1] took
+        # 8-10 us alone and 75 us inside a step (cold code after the step's products),
+        # against ~2 and ~13 this way.  The same bits as np.mean.
+        total = np.add.reduce(x, axis=axis, dtype=x.dtype, keepdims=keep)
+        if type(total) is np.ndarray:
+            return np.true_divide(total, count, out=total)
+        return total.dtype.type(total / count)
     return xp.mean(x, axis=axis, keepdims=keep)
+
+
+_MEAN_DIRECT = (np.float32, np.float64)
 
 
 def _extreme(fn_name: str, identity: str):
