@@ -372,7 +372,7 @@ def test_a_dropped_stream_stops_fetching_and_releases_its_job(ft):
             svc.register_dataset(ft.dispatcher.target, tf.data.Dataset.range(1_000_000))
         )
     read = client_module.ServiceRead(
-        ft.dispatcher.target, "grpc", str(int(dataset_id)), 0, "", -1, 0, -1
+        ft.dispatcher.target, "grpc", str(int(dataset_id)), 0, "", -1, -1, -1
     )
     loop = asyncio.new_event_loop()
     stream = read.iterate(pl.Env(None))

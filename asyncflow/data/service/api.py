@@ -14,7 +14,9 @@ client.py); "AUTO" and "ANY" read every worker.
 
 Differences from TF: `data_transfer_protocol` is accepted and every worker, a local
 one too, is read over the wire; a `cross_trainer_cache` is refused
-(UnimplementedError).
+(UnimplementedError); a coordinated read (`num_consumers` given, 0 too) without a
+non-negative `consumer_index` fails with InvalidArgumentError where TF's process
+aborts.
 """
 
 from __future__ import annotations

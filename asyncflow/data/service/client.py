@@ -10,7 +10,9 @@ anew where a new value of the same name joins what is left of it.
 
 `target_workers="LOCAL"` reads only the tasks of workers running in this process
 (worker.LOCAL_WORKERS, TF's LocalWorkers), and fails with TF's InvalidArgumentError
-when there is none or the read is coordinated (`num_consumers`); "AUTO" and "ANY" read
+when there is none or the read is coordinated (`num_consumers`); when it ends, those
+workers delete the tasks it read (TF's DeleteLocalWorkerTasks: a later consumer of the
+named job finds them deleted, worker.py); "AUTO" and "ANY" read
 every worker (TF's AUTO skips only remote workers tagged COLOCATED, a tag asyncflow's
 WorkerConfig, like TF's Python one, cannot set).  A LOCAL read of a job that has no
 task on this process's workers waits for one, as a read of a job without workers does
@@ -21,8 +23,11 @@ A pass ends when every task it knows has ended and the dispatcher, asked again, 
 no new one.  A worker lost midway (its connection fails) takes its task with it: with
 DYNAMIC sharding the splits it held are not read again (TF's at-most-once guarantee
 for a lost worker); the pass fails with UnavailableError only when every task of the
-job was lost.  With `num_consumers`, round r is read from the job's task r mod (number
-of tasks), each consumer taking its own element of the round.
+job was lost.  With `num_consumers` (any value >= 0, 0 too, as TF's), round r is read
+from the job's task r mod (number of tasks), each consumer taking its own element of
+the round; a consumer index at or above `num_consumers` fails at the worker (TF's
+FailedPreconditionError), a negative one here (InvalidArgumentError: TF's process
+aborts).
 
 A pass's network reading runs on the process's client loop (`_io_loop`, a thread of
 its own, as TF's client threads), which keeps `_DEPTH` requests of up to `_BATCH`
@@ -300,12 +305,13 @@ def dataset(ctx, args: dict) -> ServiceRead:
     dataset_id = (
         _text(dataset_id) if ctx.op.type == "DataServiceDatasetV4" else str(_int(dataset_id))
     )
-    num_consumers = _int(args.get("num_consumers", -1))
-    consumer_index = _int(args.get("consumer_index", -1))
-    if num_consumers > 0 and not 0 <= consumer_index < num_consumers:
+    num_consumers = max(_int(args.get("num_consumers", -1)), -1)
+    consumer_index = max(_int(args.get("consumer_index", -1)), -1)
+    if num_consumers >= 0 and consumer_index < 0:  # (TF's process aborts here)
         raise errors.InvalidArgumentError(
-            None, None, f"consumer_index must be in [0, {num_consumers}), got {consumer_index}"
-        )
+            None, None, f"A coordinated read (num_consumers={num_consumers}) needs a "
+            f"non-negative consumer_index, got {_int(args.get('consumer_index', -1))}"
+        )  # fmt: skip
     return ServiceRead(
         address=_text(args["address"]),
         protocol=_text(args["protocol"]),
@@ -313,7 +319,7 @@ def dataset(ctx, args: dict) -> ServiceRead:
         mode=mode_of(args["processing_mode"]),
         job_name=_text(args["job_name"]),
         consumer_index=consumer_index,
-        num_consumers=max(num_consumers, 0),
+        num_consumers=num_consumers,
         max_outstanding=_int(args["max_outstanding_requests"]),
         target_workers=target_workers_of(ctx.attrs.get("target_workers", "")),
     )
@@ -345,8 +351,8 @@ class ServiceRead(pl.DatasetValue):
         self.dataset_id = dataset_id
         self.mode = mode
         self.job_name = job_name
-        self.consumer_index = consumer_index
-        self.num_consumers = num_consumers
+        self.consumer_index = consumer_index  # (-1: none)
+        self.num_consumers = num_consumers  # (-1: not coordinated; 0 is, as TF's)
         self.max_outstanding = max_outstanding
         self.target_workers = target_workers
         # TF's iteration counter (a fresh one at each run of the kernel, as TF's
@@ -393,7 +399,7 @@ class ServiceRead(pl.DatasetValue):
                 'in the DispatcherConfig. See the "Processing Modes" section in the module '
                 "doc for details."
             )  # fmt: skip
-        if self.num_consumers:
+        if self.num_consumers >= 0:
             raise errors.InvalidArgumentError(
                 None, None, 'Coordinated reads require non-local workers, but `target_workers` '
                 'is "LOCAL".'
@@ -432,6 +438,8 @@ class ServiceRead(pl.DatasetValue):
             if reader is not None:  # (a pass left early: its requests in flight go)
                 reader.close()
                 dispatcher = reader.dispatcher  # (the one it reconnected to, if any)
+                if self.target_workers == "LOCAL" and self.num_consumers < 0:
+                    _delete_local_tasks(reader.tasks)
             if job is not None and dispatcher.closed is None:
                 try:
                     await asyncio.wait_for(p.call(dispatcher, "release", {"job": job}), 5.0)
@@ -442,6 +450,17 @@ class ServiceRead(pl.DatasetValue):
             for conn in workers.values():
                 if isinstance(conn, wire.Connection):
                     conn.abort(done)
+
+
+def _delete_local_tasks(tasks: dict) -> None:
+    """Have this process's workers delete the `tasks` (id -> worker address) a LOCAL
+    read took from them (TF's DeleteLocalWorkerTasks, as its client goes): a later
+    consumer of the job finds them deleted (worker.py).  Sent before anything the pass
+    still awaits, so a later read of this process reaches the worker after it."""
+    for task, address in tasks.items():
+        worker = local.LOCAL_WORKERS.get(address)
+        if worker is not None:
+            worker.delete_local_task_threadsafe(task)
 
 
 _END = object()
@@ -759,7 +778,7 @@ class _Reader:
 
     async def elements(self):
         try:
-            if self.read.num_consumers:
+            if self.read.num_consumers >= 0:
                 async for elem in self._rounds():
                     yield elem
                 return

@@ -75,7 +75,7 @@ class _Job:
         self.mode = mode
         self.name = name
         self.rep = rep  # (the reading pass's repetition: part of a named job's key)
-        self.num_consumers = num_consumers
+        self.num_consumers = num_consumers  # (-1: not coordinated; 0 is, as TF's)
         self.target_workers = target_workers  # (AUTO, ANY or LOCAL: its consumers act on it)
         self.tasks: dict[int, str] = {}  # task id -> worker address
         self.splits: dict[tuple, int] = {}  # (repetition, source) -> next split to hand out
@@ -209,7 +209,7 @@ class Dispatcher:
             p.check_str(meta, "d"),
             p.check_int(meta, "mode", 0, 0, 5),
             p.check_str(meta, "name", ""),
-            p.check_int(meta, "nc", 0, 0, 1 << 20),
+            p.check_int(meta, "nc", -1, -1, 1 << 20),
             p.check_int(meta, "rep", 0, 0, p.MAX_SPLITS),
             p.check_str(meta, "tw", "AUTO"),
         )
@@ -286,9 +286,11 @@ class Dispatcher:
             self.compressed.add(d)
 
     def _apply_job(self, meta, blob):
+        nc = int(meta["nc"])
+        if not meta.get("co", nc > 0):  # (a journal without "co": 0 was not coordinated)
+            nc = -1
         job = _Job(int(meta["id"]), str(meta["d"]), int(meta["mode"]), str(meta["name"]),
-                   int(meta["nc"]), int(meta.get("rep", 0)),
-                   str(meta.get("tw", "AUTO")))  # fmt: skip
+                   nc, int(meta.get("rep", 0)), str(meta.get("tw", "AUTO")))  # fmt: skip
         if job.dataset not in self.datasets:
             raise KeyError(f"dataset {job.dataset}")
         job.compressed = int(job.dataset in self.compressed)
@@ -385,7 +387,8 @@ class Dispatcher:
                 _check_matching(job, dataset, mode, target_workers)
                 return job
         meta = {"u": "job", "id": self._next_job, "d": dataset, "mode": mode, "name": name,
-                "nc": num_consumers, "rep": rep if name else 0, "tw": target_workers}  # fmt: skip
+                "nc": num_consumers, "co": int(num_consumers >= 0), "rep": rep if name else 0,
+                "tw": target_workers}  # fmt: skip
         job = self._update(meta)
         for address, conn in self.workers.items():
             task = self._new_task(job, address)

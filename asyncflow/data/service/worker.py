@@ -10,9 +10,10 @@ range or of tensor slices, a file of a file source, the whole of a generator; ea
 input of a zip split apart, as TF's).
 
 Consumers of a task share its stream: each element goes to one `get`.  With
-`num_consumers` (coordinated reads), the stream is cut into rounds of one element per
-consumer; consumer c gets element c of every round it asks for (TF's round-robin
-reads, which need an infinite dataset).
+`num_consumers` (coordinated reads; 0 too), the stream is cut into rounds of one
+element per consumer; consumer c gets element c of every round it asks for (TF's
+round-robin reads, which need an infinite dataset: checked before the consumer's
+index, which must be below `num_consumers`, FailedPreconditionError as TF's).
 
 A worker that loses the dispatcher keeps serving its tasks and registers again
 (`_reconnect`, backing off up to `_RETRY_MAX_S` between tries, until it stops): a
@@ -22,7 +23,9 @@ the dispatcher meanwhile (a split, a dataset's graph) waits for that, at most
 
 The workers running in this process are in `LOCAL_WORKERS` by the address they
 registered (TF's LocalWorkers): a consumer reading with `target_workers="LOCAL"` reads
-only their tasks (client.py).
+only their tasks (client.py), and has them delete those when it ends
+(`delete_local_task`, TF's DeleteLocalTask): a later `get` of one fails, or ends when
+its stream had ended; the dispatcher giving it again does not bring it back.
 
 Invariants: a task's producer is started by its first `get` and holds at most
 `_BUFFER` elements ahead; a dataset's imported graph and session live while a task of
@@ -51,6 +54,7 @@ __all__ = ["LOCAL_WORKERS", "Worker"]
 _BUFFER = 64  # elements a task's producer keeps ready
 _BATCH_BYTES = 4 << 20  # a `get` reply takes more ready elements up to about this size
 _TASK_WAIT_S = 2.0  # how long a `get` for a task not (yet) here waits for it
+_DELETED_KEPT = 1 << 12  # deleted tasks remembered (TF's keeps every one)
 DISPATCHER_WAIT_S = 60.0  # how long a request waits for a lost dispatcher to come back
 _RETRY_MIN_S, _RETRY_MAX_S = 0.05, 1.0  # between tries to reach a lost dispatcher
 _EOS = object()
@@ -68,12 +72,14 @@ class _Task:
         self.job = info["job"]
         self.dataset = info["d"]
         self.mode = info["mode"]
-        self.num_consumers = info["nc"]
+        self.num_consumers = info["nc"]  # (-1: not coordinated; 0 is, as TF's)
         self.compress = bool(info.get("z", 0))
         self.worker_index = info.get("wi", -1)  # in the dispatcher's fixed worker list
         self.num_workers = info.get("nw", 0)
         self.queue: asyncio.Queue = asyncio.Queue(_BUFFER)
         self.producer: asyncio.Task | None = None
+        self.started = asyncio.Event()  # (set once the pass began, or failed to)
+        self.failed_to_start = False  # (its dataset could not be made or checked)
         self.ended = False
         self.error: BaseException | None = None
         self.rounds: dict[int, list] = {}  # coordinated reads: round -> its elements
@@ -90,7 +96,7 @@ class _Task:
         try:
             hint = (self.num_workers, self.worker_index) if self.worker_index >= 0 else None
             value = await self.worker.dataset_value(self.dataset, hint)
-            if self.num_consumers > 0 and value.cardinality() != -1:
+            if self.num_consumers >= 0 and value.cardinality() != -1:
                 raise errors.FailedPreconditionError(
                     None, None, "Round robin reads require that the input dataset has "
                     f"infinite cardinality, but the dataset has cardinality "
@@ -103,6 +109,7 @@ class _Task:
                 value = self._static_shard(value)
             env = pl.Env(self.worker.session_for(self.dataset))
             stream = value.iterate(env)
+            self.started.set()
             try:
                 async for elem in stream:
                     await self.queue.put(elem)
@@ -114,6 +121,9 @@ class _Task:
             self.error = e
         except Exception as e:  # noqa: BLE001 - reported to consumers as TF's UnknownError
             self.error = errors.UnknownError(None, None, f"{type(e).__name__}: {e}")
+        finally:
+            self.failed_to_start = not self.started.is_set()
+            self.started.set()
         await self.queue.put(_EOS)
 
     def _static_shard(self, value: pl.DatasetValue) -> pl.DatasetValue:
@@ -177,15 +187,20 @@ class _Task:
         return out
 
     async def get(self, consumer: int, round_: int):
-        if self.num_consumers <= 0:
+        if self.num_consumers < 0:
             return await self.next_element()
         # (a plain consumer of a coordinated job, which TF lets join it, asks as
         # consumer 0 for round 0: TF's defaults)
         consumer = max(consumer, 0)
-        if not 0 <= consumer < self.num_consumers:
-            raise errors.InvalidArgumentError(
-                None, None, f"Consumer index {consumer} is out of range for "
-                f"{self.num_consumers} consumers"
+        self.start()  # (its dataset's checks come first: TF's task is made first)
+        await self.started.wait()
+        if consumer >= self.num_consumers:  # (0 consumers: every one, as TF's)
+            if self.failed_to_start or self.ended:
+                return await self.next_element()  # (its error, or the end)
+            raise errors.FailedPreconditionError(
+                None, None, f"Failed to get element: Requesting data for consumer index "
+                f"{consumer}, but the task is configured for only {self.num_consumers} "
+                "consumers"
             )  # fmt: skip
         async with self.round_lock:
             while self.next_round <= round_:
@@ -215,6 +230,7 @@ class _Task:
         if self.producer is not None:
             self.producer.cancel()
         self.ended = True
+        self.started.set()  # (a `get` waiting for the start goes on to the end)
         self.error = errors.CancelledError(None, None, f"Task {self.id} was cancelled")
         while True:  # wake the `get`s waiting on it
             try:
@@ -418,6 +434,10 @@ class Worker:
         self._requests: set[asyncio.Task] = set()
         self._task_added = asyncio.Event()
         self._dropped: collections.deque = collections.deque(maxlen=1 << 12)  # recent drops
+        # tasks a LOCAL read of this process deleted (recent ones): id -> whether it
+        # had ended (TF's deleted_tasks_)
+        self._deleted: collections.OrderedDict[int, bool] = collections.OrderedDict()
+        self.loop: asyncio.AbstractEventLoop | None = None  # (the one it serves on)
         self._dispatcher_address = ("", 0)
         self._registered = asyncio.Event()  # set while connected to the dispatcher
         self._reconnecting: asyncio.Task | None = None
@@ -430,6 +450,7 @@ class Worker:
         port.  `worker_address` is what consumers dial ("%port%" becomes the port).
 
         Raises UnavailableError when the dispatcher cannot be reached."""
+        self.loop = asyncio.get_running_loop()
         self.server = await wire.serve(self._new_connection, host, port, self.tls)
         port = self.server.sockets[0].getsockname()[1]
         self.address = worker_address.replace("%port%", str(port))
@@ -565,11 +586,11 @@ class Worker:
         p.check_int(info, "job", None, 0)
         p.check_str(info, "d")
         p.check_int(info, "mode", None, 0, 5)
-        p.check_int(info, "nc", None, 0, 1 << 20)
+        p.check_int(info, "nc", None, -1, 1 << 20)
         p.check_int(info, "z", 0, 0, 1)
         p.check_int(info, "wi", -1, -1, 1 << 20)
         p.check_int(info, "nw", 0, 0, 1 << 20)
-        if info["task"] not in self.tasks:
+        if info["task"] not in self.tasks and info["task"] not in self._deleted:
             self.tasks[info["task"]] = _Task(self, info)
             self._task_added.set()
 
@@ -580,6 +601,7 @@ class Worker:
             task.cancel()
         self.tasks.clear()
         self._dropped.clear()
+        self._deleted.clear()
         self._loading.clear()
         for _, session, _ in self.graphs.values():
             session.close()
@@ -588,6 +610,12 @@ class Worker:
     def _drop(self, meta):
         task_id = p.check_int(meta, "task", None, 0)
         self._dropped.append(task_id)
+        self._remove(task_id)
+        return {}, None
+
+    def _remove(self, task_id: int) -> _Task | None:
+        """Stop and forget task `task_id` (its dataset's graph and session too, when it
+        was that dataset's last); the task, or None when there was none."""
         task = self.tasks.pop(task_id, None)
         if task is not None:
             task.cancel()
@@ -597,7 +625,31 @@ class Worker:
                 entry = self.graphs.pop(task.dataset, None)
                 if entry is not None:
                     entry[1].close()
-        return {}, None
+        return task
+
+    def delete_local_task_threadsafe(self, task_id: int) -> None:
+        """`delete_local_task` on this worker's loop, from any thread (nothing when the
+        worker stopped)."""
+        loop = self.loop
+        if loop is None or self._closing:
+            return
+        try:
+            loop.call_soon_threadsafe(self.delete_local_task, task_id)
+        except RuntimeError:  # (its loop closed meanwhile)
+            pass
+
+    def delete_local_task(self, task_id: int) -> None:
+        """Delete task `task_id`, which a LOCAL read of this process has done with
+        (TF's DeleteLocalTask): a later `get` of it fails (FailedPreconditionError,
+        TF's words) or, when its stream had ended, ends.  The dispatcher still lists
+        it (TF's later consumer of the job was recorded failing so too)."""
+        task = self.tasks.get(task_id)
+        if task is None:
+            return
+        self._deleted[task_id] = task.ended
+        while len(self._deleted) > _DELETED_KEPT:
+            self._deleted.popitem(last=False)
+        self._remove(task_id)
 
     async def _answer_get(self, conn, rid, meta) -> None:
         # (the get's coroutine is made once this task runs: a request cancelled before
@@ -612,8 +664,18 @@ class Worker:
         most = p.check_int(meta, "n", 1, 1, p.MAX_BATCH)
         task = await self._task_by_id(task_id)
         if task is None:
-            return {"gone": True}, None
-        if task.num_consumers > 0:
+            if task_id not in self._deleted:
+                return {"gone": True}, None
+            if self._deleted[task_id]:
+                return {"eos": True}, None
+            raise errors.FailedPreconditionError(
+                None, None, f"Got request for local task {task_id} of worker "
+                f"{self.address}, which has been deleted. You may be creating a duplicate "
+                "iteration which has already finished. To fix this, make sure to create "
+                "your dataset only once, as opposed to re-creating it repeatedly inside a "
+                "loop."
+            )  # fmt: skip
+        if task.num_consumers >= 0:
             elem = await task.get(consumer, round_)
             return ({"eos": True}, None) if elem is _EOS else p.pack([elem], task.compress)
         async with task.serving:  # (in arrival order: a newer `get` takes no element
@@ -633,7 +695,7 @@ class Worker:
         deadline = loop.time() + _TASK_WAIT_S
         while task_id not in self.tasks:
             left = deadline - loop.time()
-            if left <= 0 or task_id in self._dropped:
+            if left <= 0 or task_id in self._dropped or task_id in self._deleted:
                 return None
             self._task_added.clear()
             try:
