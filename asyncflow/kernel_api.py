@@ -36,9 +36,12 @@ __all__ = [
     "end_quiet_step",
     "in_parked_task",
     "in_quiet_step",
+    "keeps_pass_resource",
+    "kernel_resource",
     "note_task",
     "parked_task",
     "parks",
+    "PASS_RESOURCE_OPS",
     "pass_state",
     "random_state",
     "with_pass_random",
@@ -354,6 +357,37 @@ def pass_state(ctx: KernelContext) -> dict:
 
 # The random ops' name for it.
 random_state = pass_state
+
+
+# Op types making a resource that, made with no shared name (nor, for a table,
+# `use_node_name_sharing`), belongs to its kernel, as TF's ResourceOpKernel and lookup
+# table kernels keep it: made inside a dataset function (an op `_in_dataset_function`,
+# data/dataset.py), it lasts the pass, as the kernel of TF's function does.  Each op
+# family adds its types.
+PASS_RESOURCE_OPS: set[str] = set()
+
+
+def keeps_pass_resource(op: Operation) -> bool:
+    """Whether `op` makes a resource of its own for each dataset pass (`kernel_resource`);
+    counted by data/calls.py `_per_pass`."""
+    if op.type not in PASS_RESOURCE_OPS or not getattr(op, "_in_dataset_function", False):
+        return False
+    a = op._attrs
+    return not a.get("shared_name") and not a.get("use_node_name_sharing")
+
+
+def kernel_resource(ctx: KernelContext, container: str, name: str, make: Callable[[], object]):
+    """The resource of a resource-making kernel: `(container, name)` of the session's
+    (or the process's) manager, made by `make` where missing; but inside a dataset
+    function, one with no shared name is the pass's (`keeps_pass_resource`), made anew
+    with each pass as TF's kernel."""
+    if _PASS_RANDOM.get() is not None and keeps_pass_resource(ctx.op):
+        st = pass_state(ctx)
+        r = st.get("resource")
+        if r is None:
+            r = st["resource"] = make()
+        return r
+    return ctx.resource_mgr(container).lookup_or_create(container, name, make)
 
 
 class KernelContext:

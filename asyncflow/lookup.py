@@ -109,14 +109,15 @@ class _Table:
             return out[0], out[1]
 
 
-def _table_op(op_type, name, key_dtype, value_dtype, shared_name, extra=None, anonymous=False):
+def _table_op(op_type, name, key_dtype, value_dtype, shared_name, extra=None, anonymous=False,
+              sharing=False):  # fmt: skip
     """A table's op; `anonymous`: its Anonymous* spelling (a new table each run, owned
-    by the handle: no container or shared name)."""
+    by the handle: no container or shared name); `sharing`: named by its node."""
     attrs = {"key_dtype": key_dtype, "value_dtype": value_dtype, **(extra or {})}
     if anonymous:
         op_type = "Anonymous" + op_type.removesuffix("V2")
     else:
-        attrs.update(container="", shared_name=shared_name or "", use_node_name_sharing=False)
+        attrs.update(container="", shared_name=shared_name or "", use_node_name_sharing=sharing)
     return ops.apply_op(op_type, [], attrs, name=name).outputs[0]
 
 
@@ -135,6 +136,9 @@ class StaticHashTable(_Table):
                 anonymous=experimental_is_anonymous,
             )
             default = ops.convert_to_tensor(default_value, dtype=initializer.value_dtype)
+        # TF makes the table under init_scope: one made in a dataset function is the
+        # graph's, lasting the session (data/dataset.py `_Traced`).
+        handle.op._lifted = True
         super().__init__(initializer.key_dtype, initializer.value_dtype, handle, default)
         self._init_op = initializer.initialize(self)
 
@@ -383,12 +387,13 @@ class MutableHashTable(_Table):
                 handle = _table_op(
                     "MutableHashTableOfTensorsV2", tname, dtypes.as_dtype(key_dtype),
                     dtypes.as_dtype(value_dtype), None, {"value_shape": shape},
-                    anonymous=experimental_is_anonymous,
+                    anonymous=experimental_is_anonymous, sharing=checkpoint,
                 )  # fmt: skip
             else:
                 handle = _table_op(
                     "MutableHashTableV2", tname, dtypes.as_dtype(key_dtype),
                     dtypes.as_dtype(value_dtype), None, anonymous=experimental_is_anonymous,
+                    sharing=checkpoint,
                 )  # fmt: skip
         super().__init__(key_dtype, value_dtype, handle, default)
 

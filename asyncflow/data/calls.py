@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncflow.kernel_api import in_parked_task, quiet_step, with_pass_random
+from asyncflow.kernel_api import in_parked_task, keeps_pass_resource, quiet_step, with_pass_random
 
 __all__ = ["function_caller"]
 
@@ -37,12 +37,14 @@ _CALLS = frozenset(
 
 def _keeps_pass_state(op) -> bool:
     """Whether `op` keeps state for a pass (kernel_api.pass_state): a stateful random
-    op (one with a `seed2` attr), a Print counting its `first_n`, a RecordInput."""
+    op (one with a `seed2` attr), a Print counting its `first_n`, a RecordInput, an op
+    making an unshared resource inside a dataset function (a queue, a table, ...:
+    kernel_api.keeps_pass_resource)."""
     if "seed2" in op._attrs:
         return op.op_def.stateful
     if op.type == "Print":
         return op._attrs.get("first_n", -1) >= 0
-    return op.type == "RecordInput"
+    return op.type == "RecordInput" or keeps_pass_resource(op)
 
 
 def _per_pass(plan) -> bool:

@@ -124,6 +124,7 @@ class _Traced:
     def __init__(self, fn, structure, name, after: _Traced | None = None):
         graph = ops.get_default_graph()
         first_id = graph.version
+        first_op = len(graph._ops)
         with ops.name_scope(name), ops.control_dependencies(None):
             if after is None:
                 self.first_id = first_id
@@ -152,6 +153,11 @@ class _Traced:
                 self.outputs = [out._variant]
             else:
                 self.outputs = _to_components(_flat(out))
+        # Its ops are the function's, but for those TF makes outside it (`_lifted`): an
+        # unshared resource of the function's lasts a pass (kernel_api.kernel_resource).
+        for op in graph._ops[first_op:]:
+            if not getattr(op, "_lifted", False):
+                op._in_dataset_function = True
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
         self.captures = dataset_ops.function_captures(self.outputs, self.inputs, self.first_id)
 
