@@ -42,6 +42,7 @@ __all__ = [
     "parked_task",
     "parks",
     "PASS_RESOURCE_OPS",
+    "pass_resource_state",
     "pass_state",
     "random_state",
     "with_pass_random",
@@ -376,18 +377,27 @@ def keeps_pass_resource(op: Operation) -> bool:
     return not a.get("shared_name") and not a.get("use_node_name_sharing")
 
 
+def pass_resource_state(ctx: KernelContext) -> dict | None:
+    """The pass's state of a kernel whose resource lasts the pass (`keeps_pass_resource`,
+    inside a dataset function's call): it keeps the resource as "resource"; None
+    elsewhere."""
+    if _PASS_RANDOM.get() is None or not keeps_pass_resource(ctx.op):
+        return None
+    return pass_state(ctx)
+
+
 def kernel_resource(ctx: KernelContext, container: str, name: str, make: Callable[[], object]):
     """The resource of a resource-making kernel: `(container, name)` of the session's
     (or the process's) manager, made by `make` where missing; but inside a dataset
-    function, one with no shared name is the pass's (`keeps_pass_resource`), made anew
+    function, one with no shared name is the pass's (`pass_resource_state`), made anew
     with each pass as TF's kernel."""
-    if _PASS_RANDOM.get() is not None and keeps_pass_resource(ctx.op):
-        st = pass_state(ctx)
-        r = st.get("resource")
-        if r is None:
-            r = st["resource"] = make()
-        return r
-    return ctx.resource_mgr(container).lookup_or_create(container, name, make)
+    st = pass_resource_state(ctx)
+    if st is None:
+        return ctx.resource_mgr(container).lookup_or_create(container, name, make)
+    r = st.get("resource")
+    if r is None:
+        r = st["resource"] = make()
+    return r
 
 
 class KernelContext:

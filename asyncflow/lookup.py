@@ -22,6 +22,7 @@ import types
 
 from asyncflow import dtypes
 from asyncflow import graph as ops
+from asyncflow.variables import in_dataset_function
 
 __all__ = [
     "KeyValueTensorInitializer",
@@ -49,6 +50,9 @@ class _Table:
         self._key_dtype = dtypes.as_dtype(key_dtype)
         self._value_dtype = dtypes.as_dtype(value_dtype)
         self._handle = handle
+        # What the table's reads run after (a static table's initializer inside a
+        # dataset function: StaticHashTable).
+        self._reads_after: tuple = ()
         self._default_value = default_value
 
     @property
@@ -72,7 +76,10 @@ class _Table:
         return self._default_value
 
     def size(self, name=None):
-        with ops.name_scope(name, f"{self.name}_Size"):
+        with (
+            ops.name_scope(name, f"{self.name}_Size"),
+            ops.control_dependencies(self._reads_after),
+        ):
             return ops.apply_op("LookupTableSizeV2", [self._handle], {}).outputs[0]
 
     def lookup(self, keys, name=None):
@@ -89,18 +96,22 @@ class _Table:
             return SparseTensor(keys.indices, values, keys.dense_shape)
         with ops.name_scope(name, f"{self.name}_Lookup"):
             keys = _check_keys(keys, self._key_dtype)
-            return ops.apply_op(
-                "LookupTableFindV2",
-                [self._handle, keys, self._default_value],
-                {"Tin": self._key_dtype, "Tout": self._value_dtype},
-            ).outputs[0]
+            with ops.control_dependencies(self._reads_after):
+                return ops.apply_op(
+                    "LookupTableFindV2",
+                    [self._handle, keys, self._default_value],
+                    {"Tin": self._key_dtype, "Tout": self._value_dtype},
+                ).outputs[0]
 
     def __getitem__(self, keys):
         return self.lookup(keys)
 
     def export(self, name=None):
         """All keys and values (in the table's own order)."""
-        with ops.name_scope(name, f"{self.name}_Export"):
+        with (
+            ops.name_scope(name, f"{self.name}_Export"),
+            ops.control_dependencies(self._reads_after),
+        ):
             out = ops.apply_op(
                 "LookupTableExportV2",
                 [self._handle],
@@ -141,6 +152,13 @@ class StaticHashTable(_Table):
         handle.op._lifted = True
         super().__init__(initializer.key_dtype, initializer.value_dtype, handle, default)
         self._init_op = initializer.initialize(self)
+        graph = ops.get_default_graph()
+        if in_dataset_function(graph):
+            # TF runs the initializer with each call of the function, before the table's
+            # reads (a no-op once the table is filled), and not as a table initializer
+            # of the graph (it may read the function's arguments).
+            self._reads_after = (self._init_op,)
+            graph.get_collection_ref(ops.GraphKeys.TABLE_INITIALIZERS).remove(self._init_op)
 
     @property
     def initializer(self):

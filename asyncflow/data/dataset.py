@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from asyncflow import dtypes, nest, random_seed, tensor_shape
+from asyncflow import dtypes, nest, random_seed, tensor_shape, variables
 from asyncflow import graph as ops
 from asyncflow.data import extension_elements, one_shot, ragged_batch, resampling, saving
 from asyncflow.data.structure import (
@@ -145,7 +145,8 @@ class _Traced:
                 self.inputs = after.inputs
                 self.first_id = after.first_id
                 args = after.structure
-            out = fn(*args) if type(args) is tuple else fn(args)
+            with variables.dataset_function_scope(graph):  # (a Variable made: ValueError)
+                out = fn(*args) if type(args) is tuple else fn(args)
             if type(out) is list:  # TF: a function's list of results is a tuple of them
                 out = tuple(out)
             self.structure = out = _normalize(out)
