@@ -342,7 +342,8 @@ def with_pass_random(aw, states: dict):
 def pass_state(ctx: KernelContext) -> dict:
     """Where a kernel keeps the state that changes what it outputs or prints (a
     stateful random op's generator, a learned candidate sampler's weights, Print's
-    `first_n` count, RecordInput's reader): for the session (`ctx.kernel_state`), or
+    `first_n` count, RecordInput's reader, an unshared resource: `kernel_resource`):
+    for the session (`ctx.kernel_state`), or
     inside a dataset function for the dataset's pass, as TF instantiates a function's
     kernels anew for each iterator (and each run of `Dataset.reduce`), so a seeded op
     there starts its sequence again with each.  An op keeping such state must be

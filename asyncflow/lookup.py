@@ -7,6 +7,10 @@
 A static table is filled by its initializer's op, which goes into
 GraphKeys.TABLE_INITIALIZERS (`tables_initializer()` runs them all); running a
 lookup first is TF's FailedPreconditionError "Table not initialized.".
+Made inside a dataset function, a StaticHashTable's table is the graph's, as TF makes
+it outside the function (it lasts the session), while its initializer runs with each
+call, before the table's reads (a no-op once the table is filled), and is no table
+initializer of the graph.
 `StaticVocabularyTable` gives keys not in the vocabulary one of `num_oov_buckets` ids
 after it, by TF's hash (Fingerprint64 of the key as a string).  The ops and their
 errors are in ops/lookup_ops.py.
