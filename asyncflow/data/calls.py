@@ -7,9 +7,9 @@ uses (asyncflow.straight_line), its kernels one after another without the
 interpreter.  Installed into ops/dataset_pipeline.py by `asyncflow.data`; a session
 without a master (or with a different one) falls back to `arun`.  A step whose plan may
 run an op keeping state for the pass (`_per_pass`: a seeded random op, Print's
-`first_n` count, RecordInput's reader, an unshared queue, table, accumulator, barrier
-or one-shot iterator made in the function) keeps it in the pass's states (`random_states`:
-kernel_api.with_pass_random); the others run unwrapped."""
+`first_n` count, RecordInput's reader, an unshared queue, table, accumulator, barrier,
+reader or one-shot iterator made in the function) keeps it in the pass's states
+(`random_states`: kernel_api.with_pass_random); the others run unwrapped."""
 
 from __future__ import annotations
 
