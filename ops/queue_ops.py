@@ -854,11 +854,7 @@ def _common_shape(shapes):
 def _queue_op(op_type, attrs, name):
     g = ops.get_default_graph()
     attrs.setdefault("container", getattr(g, "_container", "") or "")
-    op = ops.apply_op(op_type, [], attrs, name=name)
-    # TF makes a queue class's op under init_scope: one made in a dataset function is
-    # the graph's, lasting the session (data/dataset.py `_Traced`).
-    op._lifted = True
-    return op.outputs[0]
+    return ops.apply_op(op_type, [], attrs, name=name).outputs[0]
 
 
 def _common_attrs(capacity, dtypes_, shapes, shared_name):
@@ -884,6 +880,10 @@ class FIFOQueue(QueueBase):
             ref = _queue_op(
                 "FIFOQueueV2", _common_attrs(capacity, dtypes, shapes, shared_name), name
             )
+        # TF makes this class's op (not the other queues') under init_scope: one made in
+        # a dataset function is the graph's, lasting the session (data/dataset.py
+        # `_Traced`).
+        ref.op._lifted = True
         super().__init__(dtypes, shapes, names, ref)
 
 
