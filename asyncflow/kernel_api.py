@@ -36,9 +36,13 @@ __all__ = [
     "end_quiet_step",
     "in_parked_task",
     "in_quiet_step",
+    "keeps_pass_resource",
+    "kernel_resource",
     "note_task",
     "parked_task",
     "parks",
+    "PASS_RESOURCE_OPS",
+    "pass_resource_state",
     "pass_state",
     "random_state",
     "with_pass_random",
@@ -338,7 +342,8 @@ def with_pass_random(aw, states: dict):
 def pass_state(ctx: KernelContext) -> dict:
     """Where a kernel keeps the state that changes what it outputs or prints (a
     stateful random op's generator, a learned candidate sampler's weights, Print's
-    `first_n` count, RecordInput's reader): for the session (`ctx.kernel_state`), or
+    `first_n` count, RecordInput's reader, an unshared resource: `kernel_resource`):
+    for the session (`ctx.kernel_state`), or
     inside a dataset function for the dataset's pass, as TF instantiates a function's
     kernels anew for each iterator (and each run of `Dataset.reduce`), so a seeded op
     there starts its sequence again with each.  An op keeping such state must be
@@ -354,6 +359,46 @@ def pass_state(ctx: KernelContext) -> dict:
 
 # The random ops' name for it.
 random_state = pass_state
+
+
+# Op types making a resource that, made with no shared name (nor, for a table,
+# `use_node_name_sharing`), belongs to its kernel, as TF's ResourceOpKernel and lookup
+# table kernels keep it: made inside a dataset function (an op `_in_dataset_function`,
+# data/dataset.py), it lasts the pass, as the kernel of TF's function does.  Each op
+# family adds its types.
+PASS_RESOURCE_OPS: set[str] = set()
+
+
+def keeps_pass_resource(op: Operation) -> bool:
+    """Whether `op` makes a resource of its own for each dataset pass (`kernel_resource`);
+    counted by data/calls.py `_per_pass`."""
+    if op.type not in PASS_RESOURCE_OPS or not getattr(op, "_in_dataset_function", False):
+        return False
+    a = op._attrs
+    return not a.get("shared_name") and not a.get("use_node_name_sharing")
+
+
+def pass_resource_state(ctx: KernelContext) -> dict | None:
+    """The pass's state of a kernel whose resource lasts the pass (`keeps_pass_resource`,
+    inside a dataset function's call): it keeps the resource as "resource"; None
+    elsewhere."""
+    if _PASS_RANDOM.get() is None or not keeps_pass_resource(ctx.op):
+        return None
+    return pass_state(ctx)
+
+
+def kernel_resource(ctx: KernelContext, container: str, name: str, make: Callable[[], object]):
+    """The resource of a resource-making kernel: `(container, name)` of the session's
+    (or the process's) manager, made by `make` where missing; but inside a dataset
+    function, one with no shared name is the pass's (`pass_resource_state`), made anew
+    with each pass as TF's kernel."""
+    st = pass_resource_state(ctx)
+    if st is None:
+        return ctx.resource_mgr(container).lookup_or_create(container, name, make)
+    r = st.get("resource")
+    if r is None:
+        r = st["resource"] = make()
+    return r
 
 
 class KernelContext:

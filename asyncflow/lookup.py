@@ -7,6 +7,10 @@
 A static table is filled by its initializer's op, which goes into
 GraphKeys.TABLE_INITIALIZERS (`tables_initializer()` runs them all); running a
 lookup first is TF's FailedPreconditionError "Table not initialized.".
+Made inside a dataset function, a StaticHashTable's table is the graph's, as TF makes
+it outside the function (it lasts the session), while its initializer runs with each
+call, before the table's reads (a no-op once the table is filled), and is no table
+initializer of the graph.
 `StaticVocabularyTable` gives keys not in the vocabulary one of `num_oov_buckets` ids
 after it, by TF's hash (Fingerprint64 of the key as a string).  The ops and their
 errors are in ops/lookup_ops.py.
@@ -22,6 +26,7 @@ import types
 
 from asyncflow import dtypes
 from asyncflow import graph as ops
+from asyncflow.variables import in_dataset_function
 
 __all__ = [
     "KeyValueTensorInitializer",
@@ -49,6 +54,9 @@ class _Table:
         self._key_dtype = dtypes.as_dtype(key_dtype)
         self._value_dtype = dtypes.as_dtype(value_dtype)
         self._handle = handle
+        # What the table's reads run after (a static table's initializer inside a
+        # dataset function: StaticHashTable).
+        self._reads_after: tuple = ()
         self._default_value = default_value
 
     @property
@@ -72,7 +80,10 @@ class _Table:
         return self._default_value
 
     def size(self, name=None):
-        with ops.name_scope(name, f"{self.name}_Size"):
+        with (
+            ops.name_scope(name, f"{self.name}_Size"),
+            ops.control_dependencies(self._reads_after),
+        ):
             return ops.apply_op("LookupTableSizeV2", [self._handle], {}).outputs[0]
 
     def lookup(self, keys, name=None):
@@ -89,18 +100,22 @@ class _Table:
             return SparseTensor(keys.indices, values, keys.dense_shape)
         with ops.name_scope(name, f"{self.name}_Lookup"):
             keys = _check_keys(keys, self._key_dtype)
-            return ops.apply_op(
-                "LookupTableFindV2",
-                [self._handle, keys, self._default_value],
-                {"Tin": self._key_dtype, "Tout": self._value_dtype},
-            ).outputs[0]
+            with ops.control_dependencies(self._reads_after):
+                return ops.apply_op(
+                    "LookupTableFindV2",
+                    [self._handle, keys, self._default_value],
+                    {"Tin": self._key_dtype, "Tout": self._value_dtype},
+                ).outputs[0]
 
     def __getitem__(self, keys):
         return self.lookup(keys)
 
     def export(self, name=None):
         """All keys and values (in the table's own order)."""
-        with ops.name_scope(name, f"{self.name}_Export"):
+        with (
+            ops.name_scope(name, f"{self.name}_Export"),
+            ops.control_dependencies(self._reads_after),
+        ):
             out = ops.apply_op(
                 "LookupTableExportV2",
                 [self._handle],
@@ -109,14 +124,15 @@ class _Table:
             return out[0], out[1]
 
 
-def _table_op(op_type, name, key_dtype, value_dtype, shared_name, extra=None, anonymous=False):
+def _table_op(op_type, name, key_dtype, value_dtype, shared_name, extra=None, anonymous=False,
+              sharing=False):  # fmt: skip
     """A table's op; `anonymous`: its Anonymous* spelling (a new table each run, owned
-    by the handle: no container or shared name)."""
+    by the handle: no container or shared name); `sharing`: named by its node."""
     attrs = {"key_dtype": key_dtype, "value_dtype": value_dtype, **(extra or {})}
     if anonymous:
         op_type = "Anonymous" + op_type.removesuffix("V2")
     else:
-        attrs.update(container="", shared_name=shared_name or "", use_node_name_sharing=False)
+        attrs.update(container="", shared_name=shared_name or "", use_node_name_sharing=sharing)
     return ops.apply_op(op_type, [], attrs, name=name).outputs[0]
 
 
@@ -135,8 +151,18 @@ class StaticHashTable(_Table):
                 anonymous=experimental_is_anonymous,
             )
             default = ops.convert_to_tensor(default_value, dtype=initializer.value_dtype)
+        # TF makes the table under init_scope: one made in a dataset function is the
+        # graph's, lasting the session (data/dataset.py `_Traced`).
+        handle.op._lifted = True
         super().__init__(initializer.key_dtype, initializer.value_dtype, handle, default)
         self._init_op = initializer.initialize(self)
+        graph = ops.get_default_graph()
+        if in_dataset_function(graph):
+            # TF runs the initializer with each call of the function, before the table's
+            # reads (a no-op once the table is filled), and not as a table initializer
+            # of the graph (it may read the function's arguments).
+            self._reads_after = (self._init_op,)
+            graph.get_collection_ref(ops.GraphKeys.TABLE_INITIALIZERS).remove(self._init_op)
 
     @property
     def initializer(self):
@@ -383,12 +409,13 @@ class MutableHashTable(_Table):
                 handle = _table_op(
                     "MutableHashTableOfTensorsV2", tname, dtypes.as_dtype(key_dtype),
                     dtypes.as_dtype(value_dtype), None, {"value_shape": shape},
-                    anonymous=experimental_is_anonymous,
+                    anonymous=experimental_is_anonymous, sharing=checkpoint,
                 )  # fmt: skip
             else:
                 handle = _table_op(
                     "MutableHashTableV2", tname, dtypes.as_dtype(key_dtype),
                     dtypes.as_dtype(value_dtype), None, anonymous=experimental_is_anonymous,
+                    sharing=checkpoint,
                 )  # fmt: skip
         super().__init__(key_dtype, value_dtype, handle, default)
 

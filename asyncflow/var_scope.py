@@ -13,6 +13,7 @@ a scope object opens a fresh name scope ("foo_1/") while its variables stay "foo
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import functools
@@ -24,7 +25,13 @@ from asyncflow import graph as ops
 from asyncflow import partitioned_variables as pv
 from asyncflow.graph import GraphKeys
 from asyncflow.ops import array_ops, init_ops
-from asyncflow.variables import Variable, VariableAggregation, VariableSynchronization
+from asyncflow.variables import (
+    Variable,
+    VariableAggregation,
+    VariableSynchronization,
+    dataset_function_scope,
+    in_dataset_function,
+)
 
 __all__ = [
     "AUTO_REUSE",
@@ -301,19 +308,28 @@ class _VariableStore:
                 )
         if trainable is None:  # TF resolves it here, so variable creators see True
             trainable = synchronization != VariableSynchronization.ON_READ
-        v = Variable(
-            initial_value=init_val,
-            name=name,
-            trainable=trainable,
-            collections=collections,
-            caching_device=caching_device,
-            dtype=variable_dtype,
-            validate_shape=validate_shape,
-            constraint=constraint,
-            synchronization=synchronization,
-            aggregation=aggregation,
-            use_resource=use_resource,
-        )
+        graph = ops.get_default_graph()
+        inside = in_dataset_function(graph)
+        if inside and reuse is not AUTO_REUSE:
+            # TF traces a dataset function twice: the second finds the first's variable.
+            raise ValueError(
+                f"Variable {name} already exists, disallowed. Did you mean to set "
+                "reuse=True or reuse=tf.AUTO_REUSE in VarScope?"
+            )
+        with dataset_function_scope(graph, False) if inside else contextlib.nullcontext():
+            v = Variable(
+                initial_value=init_val,
+                name=name,
+                trainable=trainable,
+                collections=collections,
+                caching_device=caching_device,
+                dtype=variable_dtype,
+                validate_shape=validate_shape,
+                constraint=constraint,
+                synchronization=synchronization,
+                aggregation=aggregation,
+                use_resource=use_resource,
+            )
         self._vars[name] = v
         if regularizer:
             with ops.colocate_with(v.op), ops.name_scope(name + "/Regularizer/"):

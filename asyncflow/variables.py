@@ -154,12 +154,42 @@ def variable_creator_scope(variable_creator):
             set_creator_stack(graph, saved)
 
 
+_DATASET_FUNCTION = "dataset_function"  # (True in the graph's `_attached` while tracing one)
+
+
+@contextlib.contextmanager
+def dataset_function_scope(graph, inside: bool = True):
+    """While a dataset function is traced into `graph` (data/dataset.py `_Traced`), or,
+    with `inside` False, a variable is lifted out of one (var_scope's `get_variable`
+    with AUTO_REUSE): a `Variable(...)` made inside is TF's ValueError, which
+    tf.data's tf.function raises as it traces the function again."""
+    saved = graph._attached.get(_DATASET_FUNCTION, False)
+    graph._attached[_DATASET_FUNCTION] = inside
+    try:
+        yield
+    finally:
+        graph._attached[_DATASET_FUNCTION] = saved
+
+
+def in_dataset_function(graph) -> bool:
+    """Whether a dataset function is being traced into `graph` (`dataset_function_scope`)."""
+    return graph._attached.get(_DATASET_FUNCTION, False)
+
+
 class _VariableMeta(type):
     """`Variable(...)` (and so `get_variable`) goes through the variable creators of
     `variable_creator_scope`, innermost first, as TF's VariableMetaclass; subclasses
-    called directly (ResourceVariable(...)) do not."""
+    called directly (ResourceVariable(...)) do not.  Inside a dataset function
+    (`dataset_function_scope`) it is TF's ValueError."""
 
     def __call__(cls, *args, **kwargs):
+        if cls is Variable and in_dataset_function(ops.get_default_graph()):
+            raise ValueError(
+                "tf.function only supports singleton tf.Variables created on the first "
+                "call. Make sure the tf.Variable is only created once or created outside "
+                "tf.function. See https://www.tensorflow.org/guide/function#creating_tfvariables"
+                " for more information."
+            )
         stack = creator_stack(ops.get_default_graph()) if cls is Variable else ()
         if not stack:
             return super().__call__(*args, **kwargs)

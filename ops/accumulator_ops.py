@@ -37,7 +37,7 @@ import numpy as np
 from asyncflow import dtypes as _dtypes
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import current_step
+from asyncflow.kernel_api import PASS_RESOURCE_OPS, current_step, kernel_resource
 from asyncflow.registry import ANY, NotDifferentiable, register_op
 
 __all__ = [
@@ -73,7 +73,7 @@ def _lookup(ctx, factory):
     a = ctx.attrs
     name = a["shared_name"] or ctx.op.name
     container = a["container"]
-    return ctx.resource_mgr(container).lookup_or_create(container, name, factory)
+    return kernel_resource(ctx, container, name, factory)
 
 
 # -- accumulator state ------------------------------------------------------------------------
@@ -385,6 +385,7 @@ def _make_acc_op(op_type, cls):
         stateful=True,
     )
     NotDifferentiable(op_type)
+    PASS_RESOURCE_OPS.add(op_type)
 
     # Accumulators and mutexes are host objects: CPU kernels only.
     @op_def.kernel("CPU")

@@ -50,7 +50,7 @@ import numpy as np
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import current_step
+from asyncflow.kernel_api import PASS_RESOURCE_OPS, current_step, kernel_resource
 from asyncflow.ops.queue_ops import _as_shape_list, _as_type_list
 from asyncflow.registry import ANY, REQUIRED, NotDifferentiable, TypeConstraint, register_op
 
@@ -430,6 +430,7 @@ BarrierOp = register_op(
     shape_fn=_scalar_shape,
     stateful=True,
 )
+PASS_RESOURCE_OPS.add("Barrier")
 BarrierInsertMany = register_op(
     "BarrierInsertMany",
     inputs=["handle: string", "keys: string", "values: T"],
@@ -497,8 +498,8 @@ async def _barrier(ctx):
     name = a["shared_name"] or ctx.op.name
     container = a["container"]
     shapes = list(a["shapes"]) or None
-    b = ctx.resource_mgr(container).lookup_or_create(
-        container, name, lambda: BarrierResource(name, a["component_types"], shapes)
+    b = kernel_resource(
+        ctx, container, name, lambda: BarrierResource(name, a["component_types"], shapes)
     )
     if ctx.kernel_state.get("checked") is b:  # validated once per (session, op)
         return b.handle

@@ -32,6 +32,7 @@ import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
+from asyncflow.kernel_api import PASS_RESOURCE_OPS, pass_resource_state
 from asyncflow.ops import dataset_pipeline as pl
 from asyncflow.ops import philox_random
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
@@ -532,6 +533,7 @@ OneShotIterator = register_op(
     stateful=True,
 )
 NotDifferentiable("OneShotIterator")
+PASS_RESOURCE_OPS.add("OneShotIterator")
 
 
 @OneShotIterator.kernel("CPU")
@@ -543,11 +545,16 @@ async def _one_shot(ctx, dataset):
     (its container reset) starts over the dataset first made.  The iterator's name is
     its own to this kernel state (the session's: TF's is unique to the kernel), so the
     sessions of a remote task each make theirs; `kernel_state["release"]` deletes it
-    (when the session's connection closes: distributed/service.py)."""
+    (when the session's connection closes: distributed/service.py).  One made inside a
+    dataset function is the pass's (kernel_api.pass_resource_state), held by it alone:
+    `_one_shot_in_pass`."""
     if ctx.attrs["shared_name"]:
         raise errors.InvalidArgumentError(
             None, None, "OneShotIteratorOp does not currently support the 'shared_name' attr."
         )
+    pass_st = pass_resource_state(ctx)
+    if pass_st is not None:
+        return _handle(await _one_shot_in_pass(ctx, pass_st, dataset))
     st = ctx.kernel_state
     name = st.get("iterator_name")
     if name is None:
@@ -578,6 +585,25 @@ async def _one_shot(ctx, dataset):
         st["dataset"] = ds
         st["inputs_spent"] = True
     return _handle(it)
+
+
+async def _one_shot_in_pass(ctx, st: dict, dataset) -> IteratorResource:
+    """The iterator of a OneShotIterator inside a dataset function: the pass's first
+    element makes it over `dataset` (the dataset ops run with each call), the next ones
+    read on, as TF's kernel, made anew for each pass.  No resource manager holds it."""
+    it = st.get("resource")
+    if it is None:
+        a = ctx.attrs
+        name = f"_{next(_one_shot_names)}_{ctx.op.name}"
+        it = st["resource"] = IteratorResource(name, a["output_types"], a["output_shapes"], "")
+        value = dataset[()] if isinstance(dataset, np.ndarray) and dataset.shape == () else dataset
+        try:
+            await it.start(value if isinstance(value, pl.DatasetValue) else _ds(dataset),
+                           pl.Env(ctx.session))  # fmt: skip
+        except BaseException:
+            del st["resource"]  # (made anew by the next element)
+            raise
+    return it
 
 
 def _check_compatible(ctx, it: IteratorResource, types, what: str):

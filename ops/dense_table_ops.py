@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncflow import errors, tensor_shape
+from asyncflow.kernel_api import PASS_RESOURCE_OPS, kernel_resource
 from asyncflow.ops.data_flow_stack_ops import handle_value
 from asyncflow.ops.lookup_ops import Table
 from asyncflow.registry import ANY, NotDifferentiable, register_op
@@ -130,7 +131,7 @@ def _make(ctx, empty_key, deleted_key):
         return new(ctx.op.name)
     container = a["container"]
     name = a["shared_name"] or ctx.op.name
-    table = ctx.resource_mgr(container).lookup_or_create(container, name, lambda: new(name))
+    table = kernel_resource(ctx, container, name, lambda: new(name))
     table.check(a["key_dtype"], a["value_dtype"])
     return table
 
@@ -144,6 +145,7 @@ MutableDenseHashTableV2 = register_op(
     stateful=True,
 )
 NotDifferentiable("MutableDenseHashTableV2")
+PASS_RESOURCE_OPS.add("MutableDenseHashTableV2")
 
 
 @MutableDenseHashTableV2.kernel("CPU")

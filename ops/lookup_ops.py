@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncflow import dtypes, errors, tensor_shape
+from asyncflow.kernel_api import PASS_RESOURCE_OPS, kernel_resource
 from asyncflow.ops.data_flow_stack_ops import handle_object, handle_value
 from asyncflow.registry import ANY, NotDifferentiable, register_op
 
@@ -136,7 +137,8 @@ def _make(ctx, mutable: bool, value_shape=()) -> np.ndarray:
         return handle_value(table)
     container = a["container"]
     name = a["shared_name"] or ctx.op.name
-    table = ctx.resource_mgr(container).lookup_or_create(
+    table = kernel_resource(
+        ctx,
         container,
         name,
         lambda: Table(name, a["key_dtype"], a["value_dtype"], value_shape, mutable),
@@ -162,6 +164,7 @@ def _table_op(op_type: str, mutable: bool, extra_attrs=None, anonymous=False) ->
     )
     if not anonymous:  # (TF 2.21 registers no gradient at all for the anonymous ones)
         NotDifferentiable(op_type)
+        PASS_RESOURCE_OPS.add(op_type)
 
     @op_def.kernel("CPU")
     async def _kernel(ctx):

@@ -26,7 +26,7 @@ import numpy as np
 from asyncflow import dtypes as _dtypes
 from asyncflow import errors, queues, random_seed, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.kernel_api import current_step
+from asyncflow.kernel_api import PASS_RESOURCE_OPS, current_step, kernel_resource
 from asyncflow.ops import philox_random
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
@@ -84,6 +84,7 @@ def _register_queue_op(op_type, extra_attrs, factory):
         op_type, outputs=["handle: string"], attrs=attrs, shape_fn=_scalar_shape, stateful=True
     )
     NotDifferentiable(op_type)
+    PASS_RESOURCE_OPS.add(op_type)
 
     # Queues are host objects (TF registers its queue kernels on CPU only).
     @op_def.kernel("CPU")
@@ -91,9 +92,7 @@ def _register_queue_op(op_type, extra_attrs, factory):
         a = ctx.attrs
         name = a["shared_name"] or ctx.op.name
         container = a["container"]
-        q = ctx.resource_mgr(container).lookup_or_create(
-            container, name, lambda: factory(name, a, ctx.op)
-        )
+        q = kernel_resource(ctx, container, name, lambda: factory(name, a, ctx.op))
         if ctx.kernel_state.get("checked") is q:  # validated once per (session, op)
             return q.handle
         want = list(a["component_types"])
@@ -881,6 +880,10 @@ class FIFOQueue(QueueBase):
             ref = _queue_op(
                 "FIFOQueueV2", _common_attrs(capacity, dtypes, shapes, shared_name), name
             )
+        # TF makes this class's op (not the other queues') under init_scope: one made in
+        # a dataset function is the graph's, lasting the session (data/dataset.py
+        # `_Traced`).
+        ref.op._lifted = True
         super().__init__(dtypes, shapes, names, ref)
 
 

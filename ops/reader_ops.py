@@ -48,7 +48,7 @@ import numpy as np
 from asyncflow import dtypes, errors, python_io, queues, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.crc32c import crc32c_gil_free
-from asyncflow.kernel_api import current_step
+from asyncflow.kernel_api import PASS_RESOURCE_OPS, current_step, kernel_resource
 from asyncflow.proto_wire import varint as _varint
 from asyncflow.registry import REQUIRED, NotDifferentiable, register_op
 
@@ -689,14 +689,13 @@ def _register_reader(op_type: str, attrs: dict, make):
         stateful=True,
     )
     NotDifferentiable(op_type)
+    PASS_RESOURCE_OPS.add(op_type)
 
     @op_def.kernel("CPU")
     async def _create(ctx):
         a = ctx.attrs
         name = a["shared_name"] or ctx.op.name
-        reader = ctx.resource_mgr(a["container"]).lookup_or_create(
-            a["container"], name, lambda: make(name, a)
-        )
+        reader = kernel_resource(ctx, a["container"], name, lambda: make(name, a))
         return _handle_value(reader)
 
     return op_def

@@ -7,14 +7,15 @@ uses (asyncflow.straight_line), its kernels one after another without the
 interpreter.  Installed into ops/dataset_pipeline.py by `asyncflow.data`; a session
 without a master (or with a different one) falls back to `arun`.  A step whose plan may
 run an op keeping state for the pass (`_per_pass`: a seeded random op, Print's
-`first_n` count, RecordInput's reader) keeps it in the pass's states (`random_states`:
-kernel_api.with_pass_random); the others run unwrapped."""
+`first_n` count, RecordInput's reader, an unshared queue, table, accumulator, barrier,
+reader or one-shot iterator made in the function) keeps it in the pass's states
+(`random_states`: kernel_api.with_pass_random); the others run unwrapped."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from asyncflow.kernel_api import in_parked_task, quiet_step, with_pass_random
+from asyncflow.kernel_api import in_parked_task, keeps_pass_resource, quiet_step, with_pass_random
 
 __all__ = ["function_caller"]
 
@@ -37,12 +38,14 @@ _CALLS = frozenset(
 
 def _keeps_pass_state(op) -> bool:
     """Whether `op` keeps state for a pass (kernel_api.pass_state): a stateful random
-    op (one with a `seed2` attr), a Print counting its `first_n`, a RecordInput."""
+    op (one with a `seed2` attr), a Print counting its `first_n`, a RecordInput, an op
+    making an unshared resource inside a dataset function (a queue, a table, ...:
+    kernel_api.keeps_pass_resource)."""
     if "seed2" in op._attrs:
         return op.op_def.stateful
     if op.type == "Print":
         return op._attrs.get("first_n", -1) >= 0
-    return op.type == "RecordInput"
+    return op.type == "RecordInput" or keeps_pass_resource(op)
 
 
 def _per_pass(plan) -> bool:

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from asyncflow import dtypes, nest, random_seed, tensor_shape
+from asyncflow import dtypes, nest, random_seed, tensor_shape, variables
 from asyncflow import graph as ops
 from asyncflow.data import extension_elements, one_shot, ragged_batch, resampling, saving
 from asyncflow.data.structure import (
@@ -124,6 +124,7 @@ class _Traced:
     def __init__(self, fn, structure, name, after: _Traced | None = None):
         graph = ops.get_default_graph()
         first_id = graph.version
+        first_op = len(graph._ops)
         with ops.name_scope(name), ops.control_dependencies(None):
             if after is None:
                 self.first_id = first_id
@@ -144,7 +145,8 @@ class _Traced:
                 self.inputs = after.inputs
                 self.first_id = after.first_id
                 args = after.structure
-            out = fn(*args) if type(args) is tuple else fn(args)
+            with variables.dataset_function_scope(graph):  # (a Variable made: ValueError)
+                out = fn(*args) if type(args) is tuple else fn(args)
             if type(out) is list:  # TF: a function's list of results is a tuple of them
                 out = tuple(out)
             self.structure = out = _normalize(out)
@@ -152,6 +154,11 @@ class _Traced:
                 self.outputs = [out._variant]
             else:
                 self.outputs = _to_components(_flat(out))
+        # Its ops are the function's, but for those TF makes outside it (`_lifted`): an
+        # unshared resource of the function's lasts a pass (kernel_api.kernel_resource).
+        for op in graph._ops[first_op:]:
+            if not getattr(op, "_lifted", False):
+                op._in_dataset_function = True
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
         self.captures = dataset_ops.function_captures(self.outputs, self.inputs, self.first_id)
 

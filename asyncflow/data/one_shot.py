@@ -118,6 +118,10 @@ def note_traced(graph, first_id: int) -> None:
 
 
 def _traced(op, spans) -> bool:
+    """Whether `op` is a traced function's own: made in a trace, and not one TF makes
+    outside the function (`_lifted`: a queue class's, a StaticHashTable's)."""
+    if getattr(op, "_lifted", False):
+        return False
     return any(first < op._id <= last for first, last in spans)
 
 
