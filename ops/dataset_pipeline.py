@@ -417,6 +417,9 @@ class Map(DatasetValue):
     def __init__(self, input_value, fn: Function, parallel: int = 1):
         self.input, self.fn, self.parallel = input_value, fn, max(int(parallel), 1)
 
+    def cardinality(self):
+        return self.input.cardinality()  # (one element for each, as TF's MapDataset)
+
     def iterate(self, env):
         return self._pass(env, False)
 
