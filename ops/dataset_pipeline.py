@@ -417,9 +417,6 @@ class Map(DatasetValue):
     def __init__(self, input_value, fn: Function, parallel: int = 1):
         self.input, self.fn, self.parallel = input_value, fn, max(int(parallel), 1)
 
-    def cardinality(self):
-        return self.input.cardinality()  # (one element for each, as TF's MapDataset)
-
     def iterate(self, env):
         return self._pass(env, False)
 
@@ -822,10 +819,10 @@ class Repeat(DatasetValue):
         n = self.input.cardinality()
         if n == 0 or self.count == 0:
             return 0
-        if n == -2:
-            return -2
-        if self.count < 0 or n == -1:
+        if self.count < 0:  # (an unknown count repeated for ever too: TF's)
             return -1
+        if n < 0:
+            return n
         return n * self.count
 
     async def iterate(self, env):

@@ -36,9 +36,11 @@ def _plain(calls: list) -> list:
 
 def test_worker_errors_as_tf():
     """A map's failing gather on the worker (plain and coordinated reads) and a
-    refused consumer index: TF's class and words, again at every later get_next."""
+    refused consumer index: TF's class and words, again at every later get_next; an
+    unknown cardinality repeated for ever is infinite (the coordinated read's)."""
     got = record(tf, 2000)
     assert got == {k: _plain(v) for k, v in TF.items()}
+    assert got["repeat_cardinality"] == [-1, -2]  # (an unknown count repeated for ever)
 
 
 def test_ignore_errors_over_a_failed_read_ends_with_its_error():
