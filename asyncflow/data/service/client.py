@@ -27,7 +27,10 @@ job was lost.  With `num_consumers` (any value >= 0, 0 too, as TF's), round r is
 from the job's task r mod (number of tasks), each consumer taking its own element of
 the round; a consumer index at or above `num_consumers` fails at the worker (TF's
 FailedPreconditionError), a negative one here (InvalidArgumentError: TF's process
-aborts).
+aborts).  A worker's error (its dataset's, or its refusal) keeps its class and reads
+"Failed to get element from worker <address>: Failed to get an element, with a
+nonretryable error: ..." as TF's client's, and an iterator's later get_next gives it
+again (`ServiceRead.iterate_tolerant`: TF's client keeps its error status).
 
 A pass's network reading runs on the process's client loop (`_io_loop`, a thread of
 its own, as TF's client threads), which keeps `_DEPTH` requests of up to `_BATCH`
