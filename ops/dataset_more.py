@@ -562,8 +562,12 @@ class IgnoreErrors(pl.DatasetValue):
     async def iterate(self, env):
         tolerant = getattr(self.input, "iterate_tolerant", None)
         stream = tolerant(env) if tolerant is not None else self.input.iterate(env)
+        last = None
         async for elem in _closing(stream):
             if type(elem) is pl.Failed:
+                if elem is last:  # (a stream that gives its error for ever, as a
+                    raise elem.error  # tf.data service read's: it cannot go on)
+                last = elem
                 if self.log:
                     _log.warning("Ignoring an error in the input pipeline: %s", elem.error)
                 continue

@@ -819,10 +819,10 @@ class Repeat(DatasetValue):
         n = self.input.cardinality()
         if n == 0 or self.count == 0:
             return 0
-        if n == -2:
-            return -2
-        if self.count < 0 or n == -1:
+        if self.count < 0:  # (an unknown count repeated for ever too: TF's)
             return -1
+        if n < 0:
+            return n
         return n * self.count
 
     async def iterate(self, env):

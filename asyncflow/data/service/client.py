@@ -27,7 +27,10 @@ job was lost.  With `num_consumers` (any value >= 0, 0 too, as TF's), round r is
 from the job's task r mod (number of tasks), each consumer taking its own element of
 the round; a consumer index at or above `num_consumers` fails at the worker (TF's
 FailedPreconditionError), a negative one here (InvalidArgumentError: TF's process
-aborts).
+aborts).  A worker's error (its dataset's, or its refusal) keeps its class and reads
+"Failed to get element from worker <address>: Failed to get an element, with a
+nonretryable error: ..." as TF's client's, and an iterator's later get_next gives it
+again (`ServiceRead.iterate_tolerant`: TF's client keeps its error status).
 
 A pass's network reading runs on the process's client loop (`_io_loop`, a thread of
 its own, as TF's client threads), which keeps `_DEPTH` requests of up to `_BATCH`
@@ -376,6 +379,20 @@ class ServiceRead(pl.DatasetValue):
             fetch.stop()
             if hooks is not None and fetch.stop in hooks:
                 hooks.remove(fetch.stop)
+
+    async def iterate_tolerant(self, env):
+        """The pass for an iterator: its error is a `pl.Failed` given at every later
+        call too (TF's client keeps its error status), where `iterate` ends with it."""
+        stream = self.iterate(env)
+        try:
+            async for elem in stream:
+                yield elem
+        except errors.OpError as e:
+            failed = pl.Failed(e)
+            while True:
+                yield failed
+        finally:
+            await stream.aclose()
 
     def check_target_workers(self) -> None:
         """TF's checks of a read's target workers, before it asks for its job.
@@ -732,6 +749,12 @@ class _Reader:
             reply, payload = await request
         except (errors.UnavailableError, errors.CancelledError):
             reply, payload = {"gone": True}, None
+        except errors.OpError as e:  # the worker's error, in TF's client's words
+            address = self.tasks.get(task, "")
+            raise type(e)(
+                e.node_def, e.op, f"Failed to get element from worker {address}: Failed to "
+                f"get an element, with a nonretryable error: {e.message}"
+            ) from e  # fmt: skip
         if reply.get("gone"):  # (its worker is lost, or dropped the task)
             self.lost.add(task)
             self.tasks.pop(task, None)

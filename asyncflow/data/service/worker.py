@@ -113,6 +113,8 @@ class _Task:
             try:
                 async for elem in stream:
                     await self.queue.put(elem)
+            except errors.OpError as e:  # (TF's worker's words before its iterator's error)
+                raise type(e)(e.node_def, e.op, f"Failed to get element: {e.message}") from e
             finally:
                 await stream.aclose()
         except asyncio.CancelledError:
