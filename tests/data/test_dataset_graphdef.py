@@ -114,6 +114,31 @@ def test_own_pipeline_round_trip_under_a_scope():
     assert out == [3, 6, 9, 12]
 
 
+def test_round_trip_of_a_function_with_colocated_nodes():
+    """A map whose tf.debugging assertion builds a cond (its nodes colocated with a
+    Switch of the body, by `_class`) exports under the body's own node names and
+    imports again: the elements, then the assertion's error."""
+    g = tf.Graph()
+    with g.as_default():
+
+        def check(x):
+            with tf.control_dependencies([tf.debugging.assert_less(x, tf.constant(3, tf.int64))]):
+                return x * 2
+
+        it = tf.data.make_initializable_iterator(tf.data.Dataset.range(5).map(check))
+        nxt = it.get_next()
+        gd = g.as_graph_def()
+    g2 = tf.Graph()
+    with g2.as_default():
+        tf.import_graph_def(gd, name="copy")
+        with tf.Session(graph=g2) as sess:
+            sess.run(g2.get_operation_by_name("copy/" + it.initializer.name))
+            out = [sess.run(g2.get_tensor_by_name("copy/" + nxt.name)) for _ in range(3)]
+            with pytest.raises(tf.errors.InvalidArgumentError, match="x < y did not hold"):
+                sess.run(g2.get_tensor_by_name("copy/" + nxt.name))
+    assert out == [0, 2, 4]
+
+
 def test_missing_function_is_a_clear_error():
     gd = tf.GraphDef()
     gd.ParseFromString((FIXTURES / "autotune_map.pb").read_bytes())
