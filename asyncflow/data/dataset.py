@@ -168,11 +168,14 @@ class _Traced:
         stateful ops on one resource in creation order, and the results waiting for
         those no result depends on (with a fused earlier function's)."""
         own = {t.op for t in self.inputs}
-        new = [
-            op
-            for op in graph._ops[first_op:]
-            if op not in own and not getattr(op, "_lifted", False)
-        ]
+        new = []
+        for op in graph._ops[first_op:]:
+            # (not those of a function traced inside this one: an inner map's)
+            if getattr(op, "_lifted", False) or hasattr(op, "_traced_once"):
+                continue
+            op._traced_once = True
+            if op not in own:
+                new.append(op)
         autodeps.order_by_resource(new)
         must = autodeps.control_outputs(new, self.outputs)
         if after is not None and after.control is not None:
