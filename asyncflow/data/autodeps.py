@@ -21,7 +21,7 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, control_flow_ordering
 
-__all__ = ["order_by_resource", "control_outputs", "wait_for"]
+__all__ = ["control_outputs", "order_by_resource", "refuse_outer_refs", "wait_for"]
 
 # Read-only ops: they run only where a result needs their value (TF's
 # RESOURCE_READ_OPS: a read no one uses is no side effect).
@@ -55,6 +55,30 @@ def _resource_keys(op) -> list:
                 t = t.op._inputs[0]
             keys.append(t)
     return keys
+
+
+def refuse_outer_refs(new_ops, inner: set) -> None:
+    """TF captures an outer ref variable into a dataset function by value: an op of the
+    function that writes one (an assign, a scatter) is TF's TypeError as it is traced.
+
+    Raises:
+      TypeError: an op of `new_ops` with a ref input made outside (not in `inner`).
+    """
+    for op in new_ops:
+        args = op.op_def.inputs
+        if not any(a.is_ref for a in args) or len(args) != len(op._inputs):
+            continue
+        if any(a.number_attr for a in args):
+            continue
+        pairs = list(zip(args, op._inputs))
+        if not any(a.is_ref and t.op not in inner for a, t in pairs):
+            continue
+        got = [t.dtype.base_dtype if t.op not in inner else t.dtype for t in op._inputs]
+        want = [t.dtype.base_dtype._as_ref if a.is_ref else t.dtype for a, t in pairs]
+        raise TypeError(
+            f"In op '{op.type}', input types ({got!r}) are not compatible with "
+            f"expected types ({want!r})"
+        )
 
 
 def order_by_resource(new_ops) -> None:

@@ -176,6 +176,7 @@ class _Traced:
             op._traced_once = True
             if op not in own:
                 new.append(op)
+        autodeps.refuse_outer_refs(new, set(graph._ops[first_op:]))
         autodeps.order_by_resource(new)
         must = autodeps.control_outputs(new, self.outputs)
         if after is not None and after.control is not None:
