@@ -21,7 +21,7 @@ from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, control_flow_ordering
 
-__all__ = ["control_outputs", "order_by_resource", "refuse_outer_refs", "wait_for"]
+__all__ = ["control_outputs", "order_by_resource", "refuse_outer_refs", "run_after", "wait_for"]
 
 # Read-only ops: they run only where a result needs their value (TF's
 # RESOURCE_READ_OPS: a read no one uses is no side effect).
@@ -93,6 +93,15 @@ def order_by_resource(new_ops) -> None:
             if prev is not None and prev._control_flow_context is op._control_flow_context:
                 op._add_control_input(prev)
             last[key] = op
+
+
+def run_after(new_ops, done) -> None:
+    """The stateful ops of `new_ops` outside any control-flow context wait for `done`
+    (a fused earlier function's control outputs: TF calls the two one after the
+    other)."""
+    for op in new_ops:
+        if _stateful(op) and op._control_flow_context is None:
+            op._add_control_input(done)
 
 
 def _needed(outputs) -> set:

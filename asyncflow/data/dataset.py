@@ -179,7 +179,8 @@ class _Traced:
         autodeps.refuse_outer_refs(new, set(graph._ops[first_op:]))
         autodeps.order_by_resource(new)
         must = autodeps.control_outputs(new, self.outputs)
-        if after is not None and after.control is not None:
+        if after is not None and after.control is not None:  # (after the earlier map's)
+            autodeps.run_after(new, after.control)
             must.insert(0, after.control)
         self.control = None  # (the NoOp the results wait for)
         if must:
