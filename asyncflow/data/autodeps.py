@@ -104,13 +104,13 @@ def run_after(new_ops, done) -> None:
             op._add_control_input(done)
 
 
-def _needed(outputs) -> set:
-    """The ops `outputs` depend on."""
+def _needed(outputs, inner: set) -> set:
+    """The ops of `inner` (the function's) that `outputs` depend on."""
     seen: set = set()
     stack = [t.op for t in outputs]
     while stack:
         op = stack.pop()
-        if op in seen:
+        if op in seen or op not in inner:
             continue
         seen.add(op)
         stack.extend(t.op for t in op._inputs)
@@ -135,11 +135,14 @@ def _outside(op, own: set) -> list:
     return found
 
 
-def control_outputs(new_ops, outputs) -> list:
+def control_outputs(new_ops, outputs, inner: set) -> list:
     """The stateful ops of `new_ops` (the function's own, in creation order) that
     `outputs` do not depend on and that run for their effect (not a read no one
-    uses)."""
-    needed = _needed(outputs)
+    uses); `inner`: the ops made while the function was traced (its own, those of
+    functions traced inside it)."""
+    if not any(_stateful(op) for op in new_ops):
+        return []
+    needed = _needed(outputs, inner)
     own = set(new_ops)
     found: list = []
     for op in new_ops:

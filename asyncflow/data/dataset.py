@@ -176,9 +176,10 @@ class _Traced:
             op._traced_once = True
             if op not in own:
                 new.append(op)
-        autodeps.refuse_outer_refs(new, set(graph._ops[first_op:]))
+        inner = set(graph._ops[first_op:])
+        autodeps.refuse_outer_refs(new, inner)
         autodeps.order_by_resource(new)
-        must = autodeps.control_outputs(new, self.outputs)
+        must = autodeps.control_outputs(new, self.outputs, inner)
         if after is not None and after.control is not None:  # (after the earlier map's)
             autodeps.run_after(new, after.control)
             must.insert(0, after.control)
