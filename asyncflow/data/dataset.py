@@ -20,7 +20,7 @@ import numpy as np
 
 from asyncflow import dtypes, nest, random_seed, tensor_shape, variables
 from asyncflow import graph as ops
-from asyncflow.data import extension_elements, one_shot, ragged_batch, resampling, saving
+from asyncflow.data import autodeps, extension_elements, one_shot, ragged_batch, resampling, saving
 from asyncflow.data.structure import (
     _component_attrs,
     _DatasetSpec,
@@ -154,6 +154,7 @@ class _Traced:
                 self.outputs = [out._variant]
             else:
                 self.outputs = _to_components(_flat(out))
+            self._control_outputs(graph, first_op, after)
         # Its ops are the function's, but for those TF makes outside it (`_lifted`): an
         # unshared resource of the function's lasts a pass (kernel_api.kernel_resource).
         for op in graph._ops[first_op:]:
@@ -161,6 +162,30 @@ class _Traced:
                 op._in_dataset_function = True
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
         self.captures = dataset_ops.function_captures(self.outputs, self.inputs, self.first_id)
+
+    def _control_outputs(self, graph, first_op: int, after: _Traced | None) -> None:
+        """TF's automatic control dependencies (data/autodeps.py): the function's
+        stateful ops on one resource in creation order, and the results waiting for
+        those no result depends on (with a fused earlier function's)."""
+        own = {t.op for t in self.inputs}
+        new = []
+        for op in graph._ops[first_op:]:
+            # (not those of a function traced inside this one: an inner map's)
+            if getattr(op, "_lifted", False) or hasattr(op, "_traced_once"):
+                continue
+            op._traced_once = True
+            if op not in own:
+                new.append(op)
+        inner = set(graph._ops[first_op:])
+        autodeps.refuse_outer_refs(new, inner)
+        autodeps.order_by_resource(new)
+        must = autodeps.control_outputs(new, self.outputs, inner)
+        if after is not None and after.control is not None:  # (after the earlier map's)
+            autodeps.run_after(new, after.control)
+            must.insert(0, after.control)
+        self.control = None  # (the NoOp the results wait for)
+        if must:
+            self.outputs, self.control = autodeps.wait_for(self.outputs, must, "control_outputs")
 
     def op_inputs(self):
         return list(self.captures)
