@@ -345,7 +345,16 @@ def _quiet_after(ft):
     """Wait until the dispatcher has no job and the worker no task, then that its
     `get` count stays put: nothing fetches any more."""
     _until(lambda: not ft.dispatcher._service.jobs and not ft.worker._service.tasks)
-    gets = ft.worker._service.gets
+    # (a get already in flight as the task went may still be counted: wait until the
+    # count settles, then that it stays; a fetch that went on would never settle)
+    gets, settle_by = ft.worker._service.gets, time.monotonic() + 5.0
+    while True:
+        time.sleep(0.2)
+        now = ft.worker._service.gets
+        if now == gets:
+            break
+        assert time.monotonic() < settle_by, "the worker still gets requests"
+        gets = now
     time.sleep(0.2)
     assert ft.worker._service.gets == gets
 
