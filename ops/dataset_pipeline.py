@@ -592,28 +592,27 @@ class Interleave(_PassesFailed, DatasetValue):
         source = _pass_of(self.input, env) if tolerant else self.input.iterate(env)
         slots: list = []
         exhausted = False
-        failed: list = []  # the input's `Failed` elements met while opening slots
 
         async def open_next():
+            """The next input element's stream, None at the end, or the input's
+            `Failed` (tolerant: handed on, one per call, before trying again)."""
             nonlocal exhausted
-            while True:
-                try:
-                    elem = await source.__anext__()
-                except StopAsyncIteration:
-                    exhausted = True
-                    return None
-                if type(elem) is not Failed:
-                    break
-                failed.append(elem)
+            try:
+                elem = await source.__anext__()
+            except StopAsyncIteration:
+                exhausted = True
+                return None
+            if tolerant and type(elem) is Failed:
+                return elem
             (inner,) = await self.fn(env, elem)
             return _dataset_of(inner).iterate(env)
 
         try:
             while len(slots) < self.cycle and not exhausted:
                 s = await open_next()
-                while failed:
-                    yield failed.pop(0)
-                if s is not None:
+                if type(s) is Failed:
+                    yield s
+                elif s is not None:
                     slots.append(s)
             i = 0
             while slots:
@@ -629,8 +628,9 @@ class Interleave(_PassesFailed, DatasetValue):
                     yield x
                 if s is None:
                     new = None if exhausted else await open_next()
-                    while failed:
-                        yield failed.pop(0)
+                    while type(new) is Failed:
+                        yield new
+                        new = None if exhausted else await open_next()
                     if new is None:
                         slots.pop(i)
                         continue

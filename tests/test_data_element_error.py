@@ -45,3 +45,47 @@ def test_plain_pipeline_keeps_its_plain_pass():
     assert plain.iterate_tolerant is None
     zipped = pl.Zip([plain, pl.Take(pl.Range(0, 4, 1, "int64"), 2)])
     assert zipped.iterate_tolerant is None
+
+
+def test_an_input_failing_for_ever_gives_its_error_at_each_call():
+    # A tf.data service read gives its error at every later call (a `Failed` for ever):
+    # each stage hands it on once per call rather than waiting for an element.
+    import asyncio
+
+    import numpy as np
+
+    from asyncflow import errors
+    from asyncflow.ops import dataset_pipeline as pl
+
+    class FailsForEver(pl.DatasetValue):
+        def iterate(self, env):
+            raise AssertionError("the tolerant pass is taken")
+
+        async def iterate_tolerant(self, env):
+            yield (np.array(1, np.int64),)
+            failed = pl.Failed(errors.UnavailableError(None, None, "gone"))
+            while True:
+                yield failed
+
+    src = FailsForEver()
+    stages = [
+        pl.Take(src, 3),
+        pl.Skip(src, 2),
+        pl.Batch(src, 2, False),
+        pl.Shuffle(src, 4, 1, 2, True),
+        pl.Zip([src, pl.Range(0, 9, 1, np.int64)]),
+        pl.Cache(src),
+        pl.Repeat(src, -1),
+        pl.Prefetch(src, 2),
+    ]
+
+    async def first(stage, n=5):
+        stream = stage.iterate_tolerant(pl.Env(None))
+        try:
+            return [await stream.__anext__() for _ in range(n)]
+        finally:
+            await stream.aclose()
+
+    for stage in stages:
+        got = asyncio.run(asyncio.wait_for(first(stage), 5))
+        assert sum(type(e) is pl.Failed for e in got) >= 4, type(stage).__name__
