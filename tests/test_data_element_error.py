@@ -47,6 +47,15 @@ def test_plain_pipeline_keeps_its_plain_pass():
     assert zipped.iterate_tolerant is None
 
 
+def test_raw_options_dataset_hands_the_tolerant_pass_on():
+    from asyncflow.ops import dataset_pipeline as pl
+    from asyncflow.ops.dataset_raw import WithOptions
+
+    assert WithOptions(pl.Range(0, 4, 1, "int64"), b"").iterate_tolerant is None
+    under = pl.Map(pl.Range(0, 4, 1, "int64"), None)
+    assert WithOptions(pl.Prefetch(under, 1), b"").iterate_tolerant is not None
+
+
 def test_an_input_failing_for_ever_gives_its_error_at_each_call():
     # A tf.data service read gives its error at every later call (a `Failed` for ever):
     # each stage hands it on once per call rather than waiting for an element.
