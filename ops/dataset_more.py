@@ -550,10 +550,12 @@ async def _cardinality(ctx, ds):
 class IgnoreErrors(pl.DatasetValue):
     """The input's elements without those whose computation failed.
 
-    The map or filter directly beneath (a map of maps is one) runs tolerantly: a call
-    that raises an op error gives no element and the pass goes on, as in TF.  An error
-    raised anywhere else in the pipeline ends this pass with that error: the stream it
-    came from cannot go on, and ending quietly would drop the rest of the data unseen.
+    The input runs its tolerant pass where it has one (a map or filter beneath, with
+    the transformations between handing its `Failed` elements on: dataset_pipeline's
+    `_PassesFailed`): a call that raises an op error gives no element and the pass goes
+    on, as in TF.  An error raised anywhere else in the pipeline (a source's, a stage
+    with no tolerant pass) ends this pass with that error: the stream it came from
+    cannot go on, and ending quietly would drop the rest of the data unseen.
     """
 
     def __init__(self, input_value, log_warning: bool):

@@ -408,6 +408,37 @@ class Failed:
         self.error = error
 
 
+def tolerant_pass(value: DatasetValue, env: Env):
+    """`value`'s tolerant pass (`iterate_tolerant`: a failed element is a `Failed` and the
+    pass goes on, as TF's iterators go on after an element's error) where it has one,
+    else None."""
+    tolerant = getattr(value, "iterate_tolerant", None)
+    return tolerant(env) if tolerant is not None else None
+
+
+def _pass_of(value: DatasetValue, env: Env):
+    """`value`'s tolerant pass where it has one, else its plain pass."""
+    stream = tolerant_pass(value, env)
+    return stream if stream is not None else value.iterate(env)
+
+
+class _PassesFailed:
+    """A transformation that hands its input's `Failed` elements on (TF's: an input's
+    error is that call's error, and the next call goes on).  It has a tolerant pass
+    (`iterate_tolerant`, its `_tolerant`) only where an input has one, so a pipeline with
+    no map or filter beneath keeps its plain (faster) pass."""
+
+    def _inputs(self) -> tuple:
+        return (self.input,)
+
+    @property
+    def iterate_tolerant(self):
+        for v in self._inputs():
+            if getattr(v, "iterate_tolerant", None) is not None:
+                return self._tolerant
+        return None
+
+
 def _element_error(exc: BaseException) -> bool:
     """Whether `exc` is an element's own failure (an OpError other than the end)."""
     return isinstance(exc, errors.OpError) and not isinstance(exc, errors.OutOfRangeError)
@@ -421,7 +452,8 @@ class Map(DatasetValue):
         return self._pass(env, False)
 
     def iterate_tolerant(self, env):
-        """The pass with each failed call as a `Failed` element (ignore_errors)."""
+        """The pass with each failed call as a `Failed` element (ignore_errors, an
+        iterator), the input's own `Failed` elements handed on without a call."""
         return self._pass(env, True)
 
     async def _call(self, env, elem, tolerant: bool):
@@ -432,14 +464,24 @@ class Map(DatasetValue):
                 return Failed(e)
             raise
 
+    async def _call_tolerant(self, env, elem, tolerant: bool):
+        if type(elem) is Failed:
+            return elem
+        return await self._call(env, elem, True)
+
     async def _pass(self, env, tolerant: bool):
         if self.parallel == 1:
+            if tolerant:
+                async for elem in _pass_of(self.input, env):
+                    yield elem if type(elem) is Failed else await self._call(env, elem, True)
+                return
             async for elem in self.input.iterate(env):
                 yield await self._call(env, elem, tolerant)
             return
         # Up to `parallel` calls in flight, results in input order.
         pending: collections.deque[asyncio.Task] = collections.deque()
-        source = self.input.iterate(env)
+        source = _pass_of(self.input, env) if tolerant else self.input.iterate(env)
+        call = self._call_tolerant if tolerant else self._call
         try:
             exhausted = False
             while True:
@@ -449,7 +491,7 @@ class Map(DatasetValue):
                     except StopAsyncIteration:
                         exhausted = True
                         break
-                    pending.append(parked_task(self._call(env, elem, tolerant)))
+                    pending.append(parked_task(call(env, elem, tolerant)))
                 if not pending:
                     return
                 yield await pending.popleft()
@@ -467,24 +509,41 @@ class Filter(DatasetValue):
         return self._pass(env, False)
 
     def iterate_tolerant(self, env):
-        """The pass with each failed predicate call as a `Failed` element."""
+        """The pass with each failed predicate call as a `Failed` element, the input's
+        own `Failed` elements handed on without a call."""
         return self._pass(env, True)
 
     async def _pass(self, env, tolerant: bool):
+        if tolerant:
+            async for elem in _pass_of(self.input, env):
+                if type(elem) is Failed:
+                    yield elem
+                elif (kept := await self._keep(env, elem)) is not None:
+                    yield kept
+            return
         async for elem in self.input.iterate(env):
-            try:
-                (keep,) = await self.predicate(env, elem)
-            except Exception as e:
-                if tolerant and _element_error(e):
-                    yield Failed(e)
-                    continue
-                raise
+            (keep,) = await self.predicate(env, elem)
             if np.asarray(keep).shape != ():
                 raise errors.InvalidArgumentError(
                     None, None, "Filter predicate `predicate` must return a scalar bool."
                 )
             if keep:
                 yield elem
+
+    async def _keep(self, env, elem):
+        """`elem` where the predicate keeps it, its `Failed` where the call fails, else
+        None."""
+        try:
+            (keep,) = await self.predicate(env, elem)
+        except Exception as e:
+            if _element_error(e):
+                return Failed(e)
+            raise
+        if np.asarray(keep).shape != ():
+            raise errors.InvalidArgumentError(
+                None, None, "Filter predicate `predicate` must return a scalar bool."
+            )
+        return elem if keep else None
 
 
 def _dataset_of(value) -> DatasetValue:
@@ -494,7 +553,7 @@ def _dataset_of(value) -> DatasetValue:
     return v
 
 
-class FlatMap(DatasetValue):
+class FlatMap(_PassesFailed, DatasetValue):
     def __init__(self, input_value, fn: Function):
         self.input, self.fn = input_value, fn
 
@@ -504,8 +563,17 @@ class FlatMap(DatasetValue):
             async for x in _dataset_of(inner).iterate(env):
                 yield x
 
+    async def _tolerant(self, env):
+        async for elem in _pass_of(self.input, env):
+            if type(elem) is Failed:
+                yield elem
+                continue
+            (inner,) = await self.fn(env, elem)
+            async for x in _dataset_of(inner).iterate(env):
+                yield x
 
-class Interleave(DatasetValue):
+
+class Interleave(_PassesFailed, DatasetValue):
     """TF's deterministic interleave: `cycle_length` inner streams, `block_length`
     elements from each in turn; an exhausted one is replaced by the next input's."""
 
@@ -513,25 +581,38 @@ class Interleave(DatasetValue):
         self.input, self.fn = input_value, fn
         self.cycle, self.block = max(int(cycle_length), 1), max(int(block_length), 1)
 
-    async def iterate(self, env):
-        source = self.input.iterate(env)
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        # (an input's `Failed` is handed on as the slot it would open is filled)
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
+        source = _pass_of(self.input, env) if tolerant else self.input.iterate(env)
         slots: list = []
         exhausted = False
 
         async def open_next():
+            """The next input element's stream, None at the end, or the input's
+            `Failed` (tolerant: handed on, one per call, before trying again)."""
             nonlocal exhausted
             try:
                 elem = await source.__anext__()
             except StopAsyncIteration:
                 exhausted = True
                 return None
+            if tolerant and type(elem) is Failed:
+                return elem
             (inner,) = await self.fn(env, elem)
             return _dataset_of(inner).iterate(env)
 
         try:
             while len(slots) < self.cycle and not exhausted:
                 s = await open_next()
-                if s is not None:
+                if type(s) is Failed:
+                    yield s
+                elif s is not None:
                     slots.append(s)
             i = 0
             while slots:
@@ -547,6 +628,9 @@ class Interleave(DatasetValue):
                     yield x
                 if s is None:
                     new = None if exhausted else await open_next()
+                    while type(new) is Failed:
+                        yield new
+                        new = None if exhausted else await open_next()
                     if new is None:
                         slots.pop(i)
                         continue
@@ -644,7 +728,7 @@ def _batches(n: int, size: int, drop: bool) -> int:
     return n // size if drop else -(-n // size)
 
 
-class Batch(DatasetValue):
+class Batch(_PassesFailed, DatasetValue):
     def __init__(self, input_value, batch_size, drop_remainder):
         if batch_size <= 0:
             raise errors.InvalidArgumentError(None, None, "Batch size must be greater than zero.")
@@ -673,8 +757,29 @@ class Batch(DatasetValue):
         if buf and not self.drop:
             yield make(buf)
 
+    async def _tolerant(self, env):
+        # An input's `Failed` is the batch's: the elements batched before it are dropped
+        # and the next batch starts after it (TF's BatchDataset without map fusion).
+        n = self.n
+        buf: list = []
+        source = _pass_of(self.input, env)
+        try:
+            async for elem in source:
+                if type(elem) is Failed:
+                    buf = []
+                    yield elem
+                    continue
+                buf.append(elem)
+                if len(buf) == n:
+                    yield _batch(buf)
+                    buf = []
+        finally:
+            await source.aclose()
+        if buf and not self.drop:
+            yield _batch(buf)
 
-class PaddedBatch(DatasetValue):
+
+class PaddedBatch(_PassesFailed, DatasetValue):
     def __init__(self, input_value, batch_size, padded_shapes, padding_values, drop_remainder):
         if batch_size <= 0:
             raise errors.InvalidArgumentError(None, None, "Batch size must be greater than zero.")
@@ -708,9 +813,19 @@ class PaddedBatch(DatasetValue):
     def cardinality(self):
         return _batches(self.input.cardinality(), self.n, self.drop)
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         buf: list = []
-        async for elem in self.input.iterate(env):
+        async for elem in _pass_of(self.input, env) if tolerant else self.input.iterate(env):
+            if type(elem) is Failed:  # (as Batch's: the batch so far is dropped)
+                buf = []
+                yield elem
+                continue
             buf.append(elem)
             if len(buf) == self.n:
                 yield self._pad(buf)
@@ -744,7 +859,7 @@ class Unbatch(DatasetValue):
                 )
 
 
-class Shuffle(DatasetValue):
+class Shuffle(_PassesFailed, DatasetValue):
     """TF's shuffle, draw for draw: keep up to `buffer_size` elements in arrival order;
     for each output, top the buffer up, pick position `draw % count` (one 32-bit Philox
     draw), hand that element out and move the oldest element into its place.
@@ -766,6 +881,37 @@ class Shuffle(DatasetValue):
 
     def iterate(self, env):
         return _dressed(self.chunks(env), self.bare_bytes)
+
+    async def _tolerant(self, env):
+        # An input's `Failed` is handed on as it arrives, outside the buffer: the draws
+        # are those of the pass without it (TF's ShuffleDataset returns the error while
+        # filling its buffer).
+        stream = philox_random.PhiloxStream(*self.seeds.next_pair())
+        size = self.size
+        buf: collections.deque = collections.deque()
+        source = _pass_of(self.input, env)
+        try:
+            async for elem in source:
+                if type(elem) is Failed:
+                    yield elem
+                    continue
+                buf.append(elem)
+                if len(buf) == size:
+                    (d,) = stream.take(1)
+                    i = d % size
+                    out = buf[i]
+                    buf[i] = buf[0]
+                    buf.popleft()
+                    yield out
+            while buf:
+                (d,) = stream.take(1)
+                i = d % len(buf)
+                out = buf[i]
+                buf[i] = buf[0]
+                buf.popleft()
+                yield out
+        finally:
+            await source.aclose()
 
     async def chunks(self, env):
         stream = philox_random.PhiloxStream(*self.seeds.next_pair())
@@ -811,7 +957,7 @@ class Shuffle(DatasetValue):
             await source.aclose()
 
 
-class Repeat(DatasetValue):
+class Repeat(_PassesFailed, DatasetValue):
     def __init__(self, input_value, count):
         self.input, self.count = input_value, int(count)
 
@@ -835,8 +981,18 @@ class Repeat(DatasetValue):
             if not produced:  # an empty input repeated forever ends at once, as in TF
                 return
 
+    async def _tolerant(self, env):
+        epochs = itertools.count() if self.count < 0 else range(self.count)
+        for _ in epochs:
+            produced = False  # (a `Failed` too: an epoch of errors goes on to the next)
+            async for elem in _pass_of(self.input, env):
+                produced = True
+                yield elem
+            if not produced:
+                return
 
-class Take(DatasetValue):
+
+class Take(_PassesFailed, DatasetValue):
     def __init__(self, input_value, count):
         self.input, self.count = input_value, int(count)
 
@@ -862,8 +1018,23 @@ class Take(DatasetValue):
         finally:
             await source.aclose()
 
+    async def _tolerant(self, env):
+        if self.count == 0:
+            return
+        source = _pass_of(self.input, env)
+        try:
+            n = 0
+            async for elem in source:
+                yield elem
+                if type(elem) is not Failed:  # (an error is not one of TF's n)
+                    n += 1
+                    if n == self.count:
+                        return
+        finally:
+            await source.aclose()
 
-class Skip(DatasetValue):
+
+class Skip(_PassesFailed, DatasetValue):
     def __init__(self, input_value, count):
         self.input, self.count = input_value, int(count)
 
@@ -881,8 +1052,21 @@ class Skip(DatasetValue):
                 continue
             yield elem
 
+    async def _tolerant(self, env):
+        n = 0
+        async for elem in _pass_of(self.input, env):
+            if type(elem) is Failed:
+                if self.count >= 0 and n < self.count:
+                    n = 0  # TF's skip counts the elements it skips again after an error
+                yield elem
+                continue
+            if self.count < 0 or n < self.count:
+                n += 1
+                continue
+            yield elem
 
-class Zip(DatasetValue):
+
+class Zip(_PassesFailed, DatasetValue):
     def __init__(self, inputs):
         self.inputs = inputs
 
@@ -908,8 +1092,29 @@ class Zip(DatasetValue):
             for s in streams:
                 await s.aclose()
 
+    def _inputs(self):
+        return tuple(self.inputs)
 
-class Concatenate(DatasetValue):
+    async def _tolerant(self, env):
+        # Each input gives its element; one that failed fails the zipped element (the
+        # first such error), as TF's, whose later elements stay in step.
+        streams = [_pass_of(d, env) for d in self.inputs]
+        try:
+            while True:
+                parts = []
+                for s in streams:
+                    try:
+                        parts.append(await s.__anext__())
+                    except StopAsyncIteration:
+                        return
+                failed = next((p for p in parts if type(p) is Failed), None)
+                yield failed if failed is not None else sum(parts, ())
+        finally:
+            for s in streams:
+                await s.aclose()
+
+
+class Concatenate(_PassesFailed, DatasetValue):
     def __init__(self, first, second):
         self.first, self.second = first, second
 
@@ -925,8 +1130,17 @@ class Concatenate(DatasetValue):
         async for elem in self.second.iterate(env):
             yield elem
 
+    def _inputs(self):
+        return (self.first, self.second)
 
-class Cache(DatasetValue):
+    async def _tolerant(self, env):
+        async for elem in _pass_of(self.first, env):
+            yield elem
+        async for elem in _pass_of(self.second, env):
+            yield elem
+
+
+class Cache(_PassesFailed, DatasetValue):
     """The first complete pass is kept in memory; later passes replay it.  (A
     `filename` is accepted and the cache kept in memory all the same.)"""
 
@@ -948,11 +1162,23 @@ class Cache(DatasetValue):
             yield elem
         self.cached = seen
 
+    async def _tolerant(self, env):
+        if self.cached is not None:
+            for elem in self.cached:
+                yield _own(elem)
+            return
+        seen = []
+        async for elem in _pass_of(self.input, env):
+            if type(elem) is not Failed:  # (an error is not kept: TF's replay skips it)
+                seen.append(_own(elem))
+            yield elem
+        self.cached = seen
+
 
 _END = object()
 
 
-class Prefetch(DatasetValue):
+class Prefetch(_PassesFailed, DatasetValue):
     """A producer Task on the loop keeps up to `buffer_size` elements ready."""
 
     def __init__(self, input_value, buffer_size):
@@ -962,9 +1188,15 @@ class Prefetch(DatasetValue):
     def cardinality(self):
         return self.input.cardinality()
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)  # (a `Failed` is a plain item of the queue)
+
+    async def _pass(self, env, tolerant: bool):
         q: asyncio.Queue = asyncio.Queue(self.size)
-        source = self.input.iterate(env)
+        source = _pass_of(self.input, env) if tolerant else self.input.iterate(env)
 
         async def produce():
             try:

@@ -382,6 +382,11 @@ class WithOptions(pl.DatasetValue):
     def bare_bytes(self):
         return self.input.bare_bytes
 
+    @property
+    def iterate_tolerant(self):
+        """The input's tolerant pass (dataset_pipeline.tolerant_pass), where it has one."""
+        return getattr(self.input, "iterate_tolerant", None)
+
     def cardinality(self):
         return self.input.cardinality()
 

@@ -186,13 +186,15 @@ def test_ignore_errors_parallel_map_and_filter(sess):
     assert [float(v) for v in _values(sess, f.apply(X.ignore_errors()))] == [1.0, 2.0]
 
 
-def test_ignore_errors_deeper_error_ends_the_pass_loudly(sess):
-    # An error below a batch cannot be skipped element by element here: the pass ends
-    # with the error rather than dropping the rest of the data unseen.
+def test_ignore_errors_skips_a_batch_with_a_failed_element(sess):
+    # An error below a batch fails that batch (its elements before the error dropped)
+    # and the pass goes on: TF 2.21 gives [0.5, 0.25] then the end, with
+    # map_and_batch_fusion on or off (dataset_element_error_cases.py records more).
     x = np.array([1.0, 0.0, 2.0, 4.0], np.float32)
     ds = D.from_tensor_slices(x).map(lambda v: af.check_numerics(1.0 / v, "inf")).batch(2)
     nxt = ds.ignore_errors().make_one_shot_iterator().get_next()
-    with pytest.raises(errors.InvalidArgumentError, match="inf"):
+    assert sess.run(nxt).tolist() == [0.5, 0.25]
+    with pytest.raises(errors.OutOfRangeError):
         sess.run(nxt)
 
 
