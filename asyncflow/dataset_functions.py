@@ -34,7 +34,13 @@ arguments do not fit the node's capture types, is a ValueError naming the node.
 
 from __future__ import annotations
 
-from asyncflow.function_library import _arg_type, _body_input, _rename_colocation, inline_calls
+from asyncflow.function_library import (
+    _arg_type,
+    _body_input,
+    _rename_colocation,
+    inline_calls,
+    rewrite_colocation,
+)
 from asyncflow.protos.function_pb2 import FunctionDef
 from asyncflow.protos.node_def_pb2 import NodeDef
 from asyncflow.registry import get_op_def
@@ -510,28 +516,10 @@ def _add_body(fdef, body: list, names: dict, by_name: dict, args: dict) -> None:
             nd.input.append(args[t.name] if t.name in args else _output_ref(t, names))
         nd.input.extend(f"^{names[c.name]}" for c in o.control_inputs if c.name in names)
         nd.ClearField("device")
-        if "_class" in nd.attr:
-            _colocation_as_named(nd, names)
+        if "_class" in nd.attr:  # (under the body's names; an outer op's dropped, as TF's
+            rewrite_colocation(nd, names.get)  # inliner drops it: a cond's, a variable's)
         if o.type in ("Identity", "IdentityN") and any(_is_dataset(t) for t in o.inputs):
             _as_variant(nd)
-
-
-def _colocation_as_named(nd: NodeDef, names: dict) -> None:
-    """`loc:@op` entries of a body node under the body's node names (`names`), so that
-    `instantiate` finds them; an op outside the function is dropped, as TF's inliner
-    drops it (a cond's Switch made while tracing, an outer variable)."""
-    kept = []
-    for entry in nd.attr["_class"].list.s:
-        text = entry.decode("utf-8", "replace")
-        if not text.startswith("loc:@"):
-            kept.append(entry)
-        elif text[len("loc:@") :] in names:
-            kept.append(f"loc:@{names[text[len('loc:@') :]]}".encode())
-    del nd.attr["_class"].list.s[:]
-    if kept:
-        nd.attr["_class"].list.s.extend(kept)
-    else:
-        del nd.attr["_class"]
 
 
 def _as_variant(nd: NodeDef) -> None:

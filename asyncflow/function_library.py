@@ -41,6 +41,8 @@ function the library lacks, or a body input naming nothing is a ValueError.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from asyncflow import errors
 from asyncflow.protos.node_def_pb2 import NodeDef
 from asyncflow.registry import TypeConstraint, get_op_def
@@ -406,17 +408,21 @@ def _lower_while(nd: NodeDef, functions: dict, out: list, stack: tuple) -> None:
 def _rename_colocation(nd: NodeDef, prefix: str, body: dict, args: dict) -> None:
     """`loc:@x` entries naming a body node or an argument, as they are named inlined; a
     name the function does not hold (an outer node) is dropped, as TF's inliner does."""
+    rewrite_colocation(nd, lambda name: f"{prefix}/{name}" if name in body else args.get(name))
+
+
+def rewrite_colocation(nd: NodeDef, rename: Callable[[str], str | None]) -> None:
+    """Each `loc:@name` entry of `nd`'s `_class` as `loc:@rename(name)`, dropped where
+    `rename` gives None (the attr too, once nothing is left)."""
     kept = []
     for entry in nd.attr["_class"].list.s:
         text = entry.decode("utf-8", "replace")
         if not text.startswith("loc:@"):
             kept.append(entry)
             continue
-        name = text[len("loc:@") :]
-        if name in body:
-            kept.append(f"loc:@{prefix}/{name}".encode())
-        elif name in args:
-            kept.append(f"loc:@{args[name]}".encode())
+        name = rename(text[len("loc:@") :])
+        if name is not None:
+            kept.append(f"loc:@{name}".encode())
     del nd.attr["_class"].list.s[:]
     if kept:
         nd.attr["_class"].list.s.extend(kept)
