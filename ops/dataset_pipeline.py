@@ -1151,24 +1151,20 @@ class Cache(_PassesFailed, DatasetValue):
     def cardinality(self):
         return self.input.cardinality()
 
-    async def iterate(self, env):
-        if self.cached is not None:
-            for elem in self.cached:
-                yield _own(elem)
-            return
-        seen = []
-        async for elem in self.input.iterate(env):
-            seen.append(_own(elem))
-            yield elem
-        self.cached = seen
+    def iterate(self, env):
+        return self._replay(self.input.iterate, env)
 
-    async def _tolerant(self, env):
+    def _tolerant(self, env):
+        return self._replay(lambda e: _pass_of(self.input, e), env)
+
+    async def _replay(self, source, env):
+        """The cached pass, or `source(env)`'s elements, kept for the next pass."""
         if self.cached is not None:
             for elem in self.cached:
                 yield _own(elem)
             return
         seen = []
-        async for elem in _pass_of(self.input, env):
+        async for elem in source(env):
             if type(elem) is not Failed:  # (an error is not kept: TF's replay skips it)
                 seen.append(_own(elem))
             yield elem

@@ -21,12 +21,17 @@ RECORDED = json.loads((FIXTURES / "dataset_element_error_tf.json").read_text())
 # fails its whole batch (the elements after it in the batch are used up).  asyncflow
 # runs the batch unfused, as TF does with the fusion off (the *_no_fusion cases).
 _FUSED = {"batch2", "map_batch2"}
+_WHY_FUSED = (
+    "TF 2.21's default map_and_batch_fusion drops the rest of a failed element's batch; "
+    "asyncflow applies no tf.data optimizations at run time (the unfused result is TF's "
+    "with the fusion off: the *_no_fusion cases pass)"
+)
 
 
 @pytest.mark.parametrize(
     "key",
     [
-        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="map_and_batch_fusion"))
+        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=_WHY_FUSED))
         if k in _FUSED
         else k
         for k in sorted(cases.CASES)

@@ -161,19 +161,11 @@ def from_dataset_id(
             job_name = string_ops.string_join(
                 ["dataset_id=", _string(dataset_id), job_name], "/", name="job_name_join"
             )
+    reads = (consumer_index, num_consumers, max_outstanding_requests)
     return _from_dataset_id(
-        policy,
-        (protocol, address),
-        dataset_id,
-        element_spec,
-        job_name,
-        consumer_index,
-        num_consumers,
-        max_outstanding_requests,
-        data_transfer_protocol,
-        cross_trainer_cache,
-        target_workers,
-    )
+        policy, (protocol, address), dataset_id, element_spec, job_name, reads,
+        data_transfer_protocol, target_workers,
+    )  # fmt: skip
 
 
 def _string(dataset_id):
@@ -185,21 +177,15 @@ def _string(dataset_id):
 
 
 def _from_dataset_id(
-    policy,
-    service,
-    dataset_id,
-    element_spec,
-    job_name,
-    consumer_index,
-    num_consumers,
-    max_outstanding_requests,
-    data_transfer_protocol,
-    cross_trainer_cache,
+    policy, service, dataset_id, element_spec, job_name, reads, data_transfer_protocol,
     target_workers,
-):
+):  # fmt: skip
     """`from_dataset_id` with `job_name` (a string or string tensor) the job's name as
-    it is: `distribute`'s reads are keyed by the name alone (TF's)."""
+    it is: `distribute`'s reads are keyed by the name alone (TF's).  `reads`:
+    (consumer_index, num_consumers, max_outstanding_requests), checked by `_check_read`
+    (as is the cross-trainer cache, which no read takes here)."""
     protocol, address = service
+    consumer_index, num_consumers, max_outstanding_requests = reads
     structure = element_spec if _is_structure(element_spec) else _structure_of(element_spec)
     with ops.name_scope(None):
         counter = ops.apply_op("DummyIterationCounter", [], {}, name="DummyIterationCounter")
@@ -278,18 +264,10 @@ def distribute(
     def _apply(dataset):
         _check_read(job_name, num_consumers, cross_trainer_cache, dataset._structure)
         dataset_id = register_dataset(service, dataset, compression=compression)
+        reads = (consumer_index, num_consumers, max_outstanding_requests)
         return _from_dataset_id(
-            policy,
-            split,
-            dataset_id,
-            dataset._structure,
-            job_name,
-            consumer_index,
-            num_consumers,
-            max_outstanding_requests,
-            data_transfer_protocol,
-            cross_trainer_cache,
-            target_workers,
-        )
+            policy, split, dataset_id, dataset._structure, job_name, reads,
+            data_transfer_protocol, target_workers,
+        )  # fmt: skip
 
     return _apply
