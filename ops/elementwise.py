@@ -12,10 +12,13 @@ takes ~120 us as four in-place ufuncs against ~370 us with numexpr 2.14 on two
 threads (its exp and tanh are scalar loops without Intel's VML), and tanh ~33 us
 against ~1.5 ms.  The old `exp(-logaddexp(0, -x))` took ~3.5 ms.
 
-Numerics: float32 tanh is TF's own (Eigen's rational function, `tanh`): its bits, where
-NumPy's tanh differs from TF's in ~60% of inputs by up to 6 ulps.  The others equal
-NumPy's reference formulas to rounding: sigmoid is
-1 / (1 + exp(-x)) (exp overflowing to inf gives exactly 0, never nan), softplus is
+Numerics: float32 tanh and sigmoid are TF's own (Eigen's functions, `tanh`,
+`_sigmoid32`): their bits, where NumPy's tanh differs from TF's in ~60% of inputs by up
+to 6 ulps, and 1 / (1 + exp(-x)) from TF's sigmoid in ~60% (TF's costs ~25 passes here
+where that formula costs four: inside the compiled loops of fused programs it is the
+cheaper one, one division).  The others equal NumPy's reference formulas to rounding:
+float64 sigmoid is 1 / (1 + exp(-x)) (exp overflowing to inf gives exactly 0, never
+nan), softplus is
 max(x, 0) + log1p(exp(-|x|)) (no overflow, exact for large |x|).  float16 computes in
 float32 and rounds once, as Eigen does for half; complex inputs use the plain formulas.
 Callers silence floating-point warnings (`_quiet`): TF yields inf and 0 silently.
@@ -39,6 +42,10 @@ __all__ = [
     "tanh",
     "tanh_grad",
 ]
+
+
+_F32 = np.float32
+_ONE32 = _F32(1.0)
 
 
 def _one(x):
@@ -73,10 +80,80 @@ def sigmoid(xp, x, out=None):
         return _widened(xp, sigmoid, (x,), out)
     if x.dtype.kind == "c":
         return xp.divide(_one(x), _one(x) + xp.exp(-x), out=out)
+    if xp is np and x.dtype == _F32:
+        return _sigmoid32(x, out)
     o = xp.negative(x, out=out)
     xp.exp(o, out=o)
     xp.add(o, _one(o), out=o)
     return xp.reciprocal(o, out=o)
+
+
+# TF 2.21's float32 sigmoid on the CPU: Eigen's logistic function for float as TF's x86
+# build runs it (packets of 8, AVX; no FMA instructions: each multiply-add is a rounded
+# multiply and a rounded add).  A packet: x clamped above at _SIG_HI (where the result
+# rounds to 1) and halved; exp(x/2) = 2^m p(r), m = floor(x/2 * log2(e) + 1/2), r =
+# x/2 - m ln 2 in two parts (Cephes' C1, C2), p(r) = r^2 (r (r^2 P5 + P3) + (r^2 P4 +
+# P2)) + (r + 1); squared, that is exp(x) (never subnormal on the way); then e / (1 + e),
+# and 0 below -104.  The elements past the last whole packet (size % 8 of them) take
+# Eigen's scalar path instead: e = expf(min(x, _SIG_HI)), e / (1 + e) (expf here: the
+# float64 exp rounded once).  TF's threads flush subnormal results to zero, as the
+# kernels here do (devices/denormal.py).  Its bits equal TF's on 2.1 million inputs
+# spread over the bit patterns, 1.1 million normal ones and arrays of every length 1-40
+# (tests/ops/test_sigmoid_tf.py holds TF's outputs).
+_SIG_HI = _F32(16.6355324)
+_SIG_LO = _F32(-104.0)
+_SIG_HALF = _F32(0.5)
+_SIG_LOG2E = _F32(1.44269504088896341)
+_SIG_C1, _SIG_C2 = _F32(-0.693359375), _F32(2.12194440e-4)
+_SIG_P2, _SIG_P3 = _F32(0.49999141693115234375), _F32(0.16666877269744873046875)
+_SIG_P4, _SIG_P5 = _F32(4.1898667812347412109375e-2), _F32(8.33471305668354034423828125e-3)
+SIGMOID_PACKET = 8  # (elements from the last multiple of this on take the scalar path)
+
+
+def _sigmoid32(x, out=None):
+    """TF's float32 sigmoid (above), into `out` (which may be x) when given."""
+    res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
+    flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
+    n = flat.size
+    k = n - n % SIGMOID_PACKET
+    if k:
+        xs, ys = flat[:k], dst[:k]
+        below = np.less(xs, _SIG_LO)  # (read before ys, which may be xs, is written)
+        t = np.minimum(xs, _SIG_HI)
+        np.multiply(t, _SIG_HALF, out=t)
+        m = np.multiply(t, _SIG_LOG2E)
+        np.add(m, _SIG_HALF, out=m)
+        np.floor(m, out=m)
+        r = np.multiply(m, _SIG_C1)
+        np.add(r, t, out=r)
+        np.multiply(m, _SIG_C2, out=t)
+        np.add(t, r, out=r)
+        r2 = np.multiply(r, r, out=t)
+        even = np.multiply(r2, _SIG_P4)
+        np.add(even, _SIG_P2, out=even)
+        p = np.multiply(r2, _SIG_P5)
+        np.add(p, _SIG_P3, out=p)
+        np.multiply(r, p, out=p)
+        np.add(p, even, out=p)
+        np.multiply(r2, p, out=p)
+        np.add(r, _ONE32, out=r)
+        np.add(p, r, out=p)
+        np.add(m, _F32(127), out=m)  # 2^m from its bits (m in [-75, 12]: normal)
+        bits = m.astype(np.int32)
+        np.left_shift(bits, 23, out=bits)
+        np.multiply(p, bits.view(_F32), out=p)
+        np.multiply(p, p, out=p)
+        np.add(p, _ONE32, out=even)
+        np.divide(p, even, out=ys)
+        ys[below] = 0
+    if k < n:
+        xs = flat[k:]
+        e = np.exp(np.minimum(xs, _SIG_HI).astype(np.float64)).astype(_F32)
+        np.divide(e, _ONE32 + e, out=dst[k:])
+    if res is not out and out is not None:
+        np.copyto(out, res)
+        return out
+    return res
 
 
 def sigmoid_grad(xp, y, dy, out=None):
@@ -102,7 +179,6 @@ def sigmoid_grad(xp, y, dy, out=None):
 # arrays of every length 1-39: Eigen's scalar tail computes the same function), except
 # subnormal inputs, which TF's threads flush to zero (here tanh(x) = x there, as
 # NumPy's).  tests/ops/test_tanh_tf.py holds TF's outputs.
-_F32 = np.float32
 _TANH_CLAMP = _F32(7.90738964080810547)
 _TANH_P = tuple(_F32(v) for v in (1.394553628e-8, 2.102733560e-5, 3.520756727e-3, 1.340216100e-1))
 _TANH_Q = tuple(
@@ -205,14 +281,19 @@ def parallel(xp, fn, inputs: tuple, out=None):
     flat_out = result.reshape(-1)
     alias = next((i for i, a in enumerate(inputs) if a is out), None)
 
+    n = x0.size
+
     def run(start: int, stop: int) -> None:
+        # (blocks of whole packets: a sigmoid's scalar tail is the array's own last one)
+        start, stop = start * SIGMOID_PACKET, min(stop * SIGMOID_PACKET, n)
         args = [a[start:stop] for a in flat]
         # the output block is the very input block it aliases: the functions test `is`
         block_out = args[alias] if alias is not None else flat_out[start:stop]
         with np.errstate(all="ignore"):  # per thread: helpers do not inherit the caller's
             fn(xp, *args, block_out)
 
-    cpu_budget.parallel_for(x0.size, run, min_block=_BLOCK)
+    packets = -(-n // SIGMOID_PACKET)
+    cpu_budget.parallel_for(packets, run, min_block=_BLOCK // SIGMOID_PACKET)
     return result
 
 

@@ -12,11 +12,11 @@ FMA contraction, no reassociation), so the outputs are bitwise those of the ufun
 program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions stay
 NumPy's calls (numba's libm would round differently from NumPy's loops), except float32
 Exp, Sigmoid, Log1p and Tanh: fused_elementwise_exp and fused_elementwise_log1p are the
-functions NumPy's calls run here, fused_elementwise_tanh the Tanh kernel's own (TF's
-function, ops/elementwise.tanh), as inline functions of the loops, each checked against
-the kernel's before a loop uses it.  A program with other ones (Log, float64 Tanh) runs
-as compiled stages of its arithmetic around those calls (`_staged`, below), with the
-same bits.
+functions NumPy's calls run here, fused_elementwise_tanh and fused_elementwise_sigmoid
+the Tanh and Sigmoid kernels' own (TF's functions, ops/elementwise), as inline
+functions of the loops, each checked against the kernel's before a loop uses it.  A
+program with other ones (Log, float64 Tanh) runs as compiled stages of its arithmetic
+around those calls (`_staged`, below), with the same bits.
 
 Optional, as ops/fused_updates.py: without numba, or with ASYNCFLOW_NO_NUMBA=1, or for a
 float16 program (NumPy rounds half after each operation), `compile_schedule` returns
@@ -41,6 +41,7 @@ from asyncflow import tf_logging
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_exp as _exp
 from asyncflow.ops import fused_elementwise_log1p as _log1p
+from asyncflow.ops import fused_elementwise_sigmoid as _sigmoid
 from asyncflow.ops import fused_elementwise_tanh as _tanh
 from asyncflow.ops import fused_updates, jit_cache, jit_fork
 
@@ -51,6 +52,9 @@ __all__ = ["compile_schedule", "wait"]
 # instructions take 0.4-0.8x their ufunc programs' time); staged from _MIN_STAGED
 # (each of its NumPy calls a pass of its own).
 _MIN_ELEMENTS = 1024
+# ... and from this many where a float32 Sigmoid is inside (TF's function, ~25 NumPy
+# calls in the ufunc program: ~15 us at any size this small).
+_MIN_SIGMOID = 64
 _MIN_STAGED = 4096
 
 # Per op type: the expression its NumPy function computes, in its order of operations
@@ -79,16 +83,21 @@ _EXPRESSIONS = {
 _SELECTS = frozenset(["Select", "_SelectZero", "_SelectZeroThen"])
 # Float32 transcendental functions inside a loop, each the function the kernel's NumPy
 # calls run here (the same bits; each module checks it against them before a loop uses
-# it): Sigmoid is ops/elementwise.sigmoid's negative, exp, add one, reciprocal; Tanh is
-# ops/elementwise.tanh (TF's rational function).
+# it): Sigmoid is ops/elementwise.sigmoid (TF's, for values of a multiple of 8 elements:
+# `_inline_sigmoid`), Tanh is ops/elementwise.tanh (TF's rational function).
 _INLINE32 = {
-    "Sigmoid": "one / (_exp32(-{0}) + one)",
+    "Sigmoid": "_sigmoid32({0})",
     "Exp": "_exp32({0})",
     "Log1p": "_log1p32({0})",
     "Tanh": "_tanh32({0})",
 }
-_CHECKS = {"Sigmoid": _exp, "Exp": _exp, "Log1p": _log1p, "Tanh": _tanh}  # op type -> module
-_NAMES = (("_exp32", _exp), ("_log1p32", _log1p), ("_tanh32", _tanh))  # source names
+_CHECKS = {"Sigmoid": _sigmoid, "Exp": _exp, "Log1p": _log1p, "Tanh": _tanh}  # type -> module
+_NAMES = (  # source names
+    ("_exp32", _exp),
+    ("_log1p32", _log1p),
+    ("_tanh32", _tanh),
+    ("_sigmoid32", _sigmoid),
+)
 
 
 # Pow: NumPy's power loop takes a fast path for an exponent that is one scalar (an
@@ -202,7 +211,8 @@ def _row_inputs(program, sched, shape) -> frozenset:
 
 
 def _eligible(program, sched, inline: frozenset = frozenset()) -> bool:
-    if sched.elements < _MIN_ELEMENTS or program.dtype not in (np.float32, np.float64):
+    least = _MIN_SIGMOID if "Sigmoid" in inline else _MIN_ELEMENTS
+    if sched.elements < least or program.dtype not in (np.float32, np.float64):
         return False
     shape = _full_shape(sched)
     rows = _row_inputs(program, sched, shape)
@@ -496,6 +506,8 @@ def compile_schedule(program, sched):
     if program.dtype == np.float32:  # (whose functions' checks have not failed)
         wanted = frozenset(t for t in program.types if t in _INLINE32)
         wanted = frozenset(t for t in wanted if _CHECKS[t].verdict() is not False)
+        if sched.elements % _ew.SIGMOID_PACKET:  # (TF's scalar tail: the kernel's own)
+            wanted -= {"Sigmoid"}
     inline = _packing(program, _compiled(program, sched, wanted)) if wanted else None
     if inline is None or all(_CHECKS[t].verdict() for t in wanted):
         return inline or _packing(program, _compiled(program, sched, frozenset()))
@@ -612,11 +624,13 @@ def _compiled(program, sched, inline: frozenset):
 # a third of it Python).  Its transcendental functions stay NumPy's (SIMD loops; numba's
 # libm would round differently), while the arithmetic between them runs as compiled
 # loops: stage k computes every arithmetic instruction k transcendental calls deep, and
-# NumPy's calls run between the stages.  Sigmoid is NumPy's program's own sequence
-# (ops/elementwise.sigmoid: negative, exp, add one, reciprocal): the negation ends one
-# stage, exp runs in NumPy, 1 / (e + 1) starts the next (reciprocal is that division).
-# So the outputs are bitwise those of the ufunc program.  Values that cross a stage, or
-# that NumPy's calls read or write, are arrays; the others live in registers.
+# NumPy's calls run between the stages.  A float64 Sigmoid is NumPy's program's own
+# sequence (ops/elementwise.sigmoid: negative, exp, add one, reciprocal): the negation
+# ends one stage, exp runs in NumPy, 1 / (e + 1) starts the next (reciprocal is that
+# division); a float32 one not inside the loops (values of a size TF ends with its
+# scalar path) is the kernel's own function, called.  So the outputs are bitwise those
+# of the ufunc program.  Values that cross a stage, or that NumPy's calls read or
+# write, are arrays; the others live in registers.
 
 
 def _kernel_tanh(x, out=None):
@@ -624,7 +638,18 @@ def _kernel_tanh(x, out=None):
     return _ew.tanh(np, x, out)
 
 
-_UFUNCS = {"Exp": np.exp, "Tanh": _kernel_tanh, "Log": np.log, "Log1p": np.log1p}
+def _kernel_sigmoid(x, out=None):
+    """The Sigmoid kernel's function (TF's for float32, 1 / (1 + exp(-x)) for float64)."""
+    return _ew.sigmoid(np, x, out)
+
+
+_UFUNCS = {
+    "Exp": np.exp,
+    "Tanh": _kernel_tanh,
+    "Sigmoid": _kernel_sigmoid,
+    "Log": np.log,
+    "Log1p": np.log1p,
+}
 
 
 def _staged_plan(program, sched, inline: frozenset = frozenset()):
@@ -669,7 +694,7 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
             (x,) = ops
             k = level[x] + 1
             at(k)
-            if t == "Sigmoid":
+            if t == "Sigmoid" and program.dtype != np.float32:  # (float32's: TF's, called)
                 neg, e = ("neg", j), ("exp", j)
                 stages[k - 1].append((neg, f"-{names[x]}"))
                 names[neg], level[neg] = f"n{j}", k - 1
@@ -701,14 +726,15 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     if not transcendental:
         return None
     # Stage only when it saves passes over memory (each NumPy call is one, each stage
-    # loop one; the ufunc program makes one per instruction, four per Sigmoid, twenty
-    # per float32 Tanh): a float64 Tanh times a value is two passes either way, and
-    # staged it also pays a loop call and a new array for the Tanh (its ufunc program
-    # writes both into one buffer): measured 1.1-1.4x the ufunc program's time at 4K-1M
-    # elements.
+    # loop one; the ufunc program makes one per instruction, twenty-five per float32
+    # Sigmoid and four per float64 one, twenty per float32 Tanh): a float64 Tanh times
+    # a value is two passes either way, and staged it also pays a loop call and a new
+    # array for the Tanh (its ufunc program writes both into one buffer): measured
+    # 1.1-1.4x the ufunc program's time at 4K-1M elements.
     n_calls = sum(len(c) for c in calls)
     n_loops = sum(1 for stage in stages if stage)
-    passes = {"Sigmoid": 4, "Tanh": 20 if program.dtype == np.float32 else 1}
+    f32 = program.dtype == np.float32
+    passes = {"Sigmoid": 25 if f32 else 4, "Tanh": 20 if f32 else 1}
     ufunc_passes = sum(
         passes.get(t, 1)
         for t, (own, _a, slot) in zip(program.types, sched.steps)

@@ -147,6 +147,7 @@ def fingerprint() -> str:
                 "fused_elementwise_exp.py",
                 "fused_elementwise_log1p.py",
                 "fused_elementwise_tanh.py",
+                "fused_elementwise_sigmoid.py",
                 "elementwise.py",
             ):
                 parts.append(_file_digest(os.path.join(here, name)))
@@ -218,7 +219,7 @@ _NODES = (
     ast.Compare, ast.IfExp, ast.Call, ast.Attribute, ast.Subscript, ast.Slice,
     ast.operator, ast.unaryop, ast.cmpop,
 )  # fmt: skip
-_CALLS = frozenset(["range", "abs", "_exp32", "_log1p32", "_tanh32"])
+_CALLS = frozenset(["range", "abs", "_exp32", "_log1p32", "_tanh32", "_sigmoid32"])
 _NP = ("sqrt",)  # np.<name>
 
 

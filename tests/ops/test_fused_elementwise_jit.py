@@ -228,12 +228,14 @@ def test_inline_exp_gives_numpys_bits():
 
 def test_sigmoid_inside_the_loops_and_without(monkeypatch):
     # An LSTM cell's forward pass and a program of Sigmoids and arithmetic only: their
-    # Sigmoids inside the compiled loops (a passing check), or NumPy's exp between stages
-    # (a failing one): the ufunc program's bits either way.
-    from asyncflow.ops import fused_elementwise_exp as fexp
+    # Sigmoids (TF's function) inside the compiled loops (a passing check), or the
+    # kernel's NumPy function between stages (a failing one): the ufunc program's bits
+    # either way; and values of a size that is no multiple of 8 (TF's scalar path for
+    # the last ones) keep the kernel's function, called between stages.
+    from asyncflow.ops import fused_elementwise_sigmoid as fsig
 
-    if not fexp.check():
-        pytest.skip("the compiled exp does not give NumPy's bits here")
+    if not fsig.check():
+        pytest.skip("the compiled sigmoid does not give the kernel's bits here")
     rng = np.random.default_rng(6)
     units = SHAPE[1]  # (6,144 elements a gate: past the compiling threshold)
     gates = np.concatenate([_data(rng, np.float32) for _ in range(4)], 1)
@@ -247,11 +249,18 @@ def test_sigmoid_inside_the_loops_and_without(monkeypatch):
         return [new_c, af.tanh(new_c) * af.sigmoid(o), af.sigmoid(x * 2.0) * x + af.sigmoid(-x)]
 
     for ok in (True, False):
-        monkeypatch.setitem(fexp._state, "ok", ok)
+        monkeypatch.setitem(fsig._state, "ok", ok)
         (want, got), compiled = _run_both(build, [gates, c, x], monkeypatch)
         assert compiled >= 2
         _same_bits(want, got)
-    assert any("_exp32" in source for source, *_ in fused_elementwise_jit._loops)
+    assert any("_sigmoid32" in source for source, *_ in fused_elementwise_jit._loops)
+
+    odd = (rng.standard_normal((67, 67)) * 10).astype(np.float32)  # (4,489 elements)
+    (want, got), compiled = _run_both(
+        lambda v: [af.sigmoid(v * 2.0) * v + af.sigmoid(-v)], [odd], monkeypatch
+    )
+    _same_bits(want, got)
+    assert compiled == 1  # (staged: the arithmetic in loops, the Sigmoids called)
 
 
 def _glibc_log1pf() -> bool:
