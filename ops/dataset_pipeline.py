@@ -897,29 +897,45 @@ class PaddedBatch(_PassesFailed, DatasetValue):
             yield self._pad(buf)
 
 
-class Unbatch(DatasetValue):
+class Unbatch(_PassesFailed, DatasetValue):
     def __init__(self, input_value):
         self.input = input_value
 
     async def iterate(self, env):
         async for elem in self.input.iterate(env):
-            sparse = [_sparse_of(c) for c in elem]
-            rows = [
-                _unbatch_sparse(sp) if sp is not None else None for sp in sparse
-            ]  # (a sparse component's rows, one per batch entry)
-            n = {
-                len(r) if r is not None else (np.shape(c)[0] if np.ndim(c) else None)
-                for c, r in zip(elem, rows)
-            }
-            if None in n or len(n) != 1:
-                raise errors.InvalidArgumentError(
-                    None, None, "Input element must have a non-scalar value in each component."
-                )
-            for i in range(n.pop()):
+            n, rows = _unbatched(elem)
+            for i in range(n):
                 yield tuple(
                     r[i] if r is not None else np.array(c[i], copy=True)
                     for c, r in zip(elem, rows)
                 )
+
+    async def _tolerant(self, env):
+        async for elem in _pass_of(self.input, env):
+            if type(elem) is Failed:  # (TF's: that call's error, the next goes on)
+                yield elem
+                continue
+            n, rows = _unbatched(elem)
+            for i in range(n):
+                yield tuple(
+                    r[i] if r is not None else np.array(c[i], copy=True)
+                    for c, r in zip(elem, rows)
+                )
+
+
+def _unbatched(elem: tuple) -> tuple[int, list]:
+    """The rows in `elem` and each sparse component's rows (None for a dense one)."""
+    sparse = [_sparse_of(c) for c in elem]
+    rows = [_unbatch_sparse(sp) if sp is not None else None for sp in sparse]
+    n = {
+        len(r) if r is not None else (np.shape(c)[0] if np.ndim(c) else None)
+        for c, r in zip(elem, rows)
+    }
+    if None in n or len(n) != 1:
+        raise errors.InvalidArgumentError(
+            None, None, "Input element must have a non-scalar value in each component."
+        )
+    return n.pop(), rows
 
 
 class Shuffle(_PassesFailed, DatasetValue):
