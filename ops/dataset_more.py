@@ -52,10 +52,11 @@ async def _closing(stream):
 # -- stages ----------------------------------------------------------------------------------
 
 
+_END = object()
 _SHARD_HINT = -1  # tf.data.experimental.SHARD_HINT: the tf.data service fills it in
 
 
-class Shard(pl.DatasetValue):
+class Shard(pl._PassesFailed, pl.DatasetValue):
     def __init__(self, input_value, num_shards: int, index: int):
         self.hint = num_shards == index == _SHARD_HINT
         if self.hint:  # (TF's: made, and refused only when iterated)
@@ -72,19 +73,46 @@ class Shard(pl.DatasetValue):
             )
         self.input, self.n, self.index = input_value, num_shards, index
 
+    def _hint_error(self):
+        return errors.FailedPreconditionError(
+            None, None, "`tf.data.Dataset.shard(SHARD_HINT, ...)` can only be used in "
+            "`tf.distribute.Strategy.experimental_distribute_dataset()` with "
+            "`tf.data.experimental.AutoShardPolicy.HINT` policy, or tf.data service "
+            "with `tf.data.experimental.service.ShardingPolicy.HINT` processing mode."
+        )  # fmt: skip
+
     async def iterate(self, env):
         if self.hint:
-            raise errors.FailedPreconditionError(
-                None, None, "`tf.data.Dataset.shard(SHARD_HINT, ...)` can only be used in "
-                "`tf.distribute.Strategy.experimental_distribute_dataset()` with "
-                "`tf.data.experimental.AutoShardPolicy.HINT` policy, or tf.data service "
-                "with `tf.data.experimental.service.ShardingPolicy.HINT` processing mode."
-            )  # fmt: skip
+            raise self._hint_error()
         i = 0
         async for elem in _closing(self.input.iterate(env)):
             if i % self.n == self.index:
                 yield elem
             i += 1
+
+    async def _tolerant(self, env):
+        # TF's: each call skips to the shard's next index, then takes an element; an
+        # error is that call's, and where it came while skipping the elements skipped
+        # are not counted (the next call skips as many again).
+        if self.hint:
+            raise self._hint_error()
+        i = 0
+        source = pl._pass_of(self.input, env)
+        try:
+            while True:
+                skip, k = (self.index - i) % self.n, 0
+                while k <= skip:
+                    elem = await anext(source, _END)
+                    if elem is _END or type(elem) is pl.Failed:
+                        break
+                    k += 1
+                if elem is _END:
+                    return
+                if k >= skip:  # (the skip done; k == skip: the take failed)
+                    i += k
+                yield elem
+        finally:
+            await source.aclose()
 
     def cardinality(self):
         n = cardinality(self.input)
@@ -93,30 +121,64 @@ class Shard(pl.DatasetValue):
         return n // self.n + (1 if n % self.n > self.index else 0)
 
 
-class Unique(pl.DatasetValue):
+class Unique(pl._PassesFailed, pl.DatasetValue):
     def __init__(self, input_value):
         self.input = input_value
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         seen: set = set()
+        if tolerant:
+            async for elem in _closing(pl._pass_of(self.input, env)):
+                if type(elem) is pl.Failed:  # (handed on, nothing seen)
+                    yield elem
+                elif (key := _key(elem)) not in seen:
+                    seen.add(key)
+                    yield elem
+            return
         async for elem in _closing(self.input.iterate(env)):
-            (v,) = elem
-            a = np.asarray(v)
-            key = (a.shape, a.tobytes()) if a.dtype != object else (a.shape, *a.reshape(-1))
+            key = _key(elem)
             if key in seen:
                 continue
             seen.add(key)
             yield elem
 
 
-class Scan(pl.DatasetValue):
+def _key(elem: tuple):
+    """The set key of a one-component element."""
+    (v,) = elem
+    a = np.asarray(v)
+    return (a.shape, a.tobytes()) if a.dtype != object else (a.shape, *a.reshape(-1))
+
+
+class Scan(pl._PassesFailed, pl.DatasetValue):
     """`scan_func(state, element) -> (new state, output)`; the state starts as given."""
 
     def __init__(self, input_value, fn: pl.Function, initial: tuple, n_state: int):
         self.input, self.fn, self.initial, self.n_state = input_value, fn, initial, n_state
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         state = pl._own(self.initial)
+        if tolerant:
+            async for elem in _closing(pl._pass_of(self.input, env)):
+                if type(elem) is pl.Failed:  # (handed on; the state stays, as TF's)
+                    yield elem
+                    continue
+                out = await self.fn(env, (*state, *elem))
+                state, result = out[: self.n_state], out[self.n_state :]
+                yield pl._own(result)
+            return
         async for elem in _closing(self.input.iterate(env)):
             out = await self.fn(env, (*state, *elem))
             state, result = out[: self.n_state], out[self.n_state :]
@@ -126,12 +188,22 @@ class Scan(pl.DatasetValue):
         return cardinality(self.input)
 
 
-class TakeWhile(pl.DatasetValue):
+class TakeWhile(pl._PassesFailed, pl.DatasetValue):
     def __init__(self, input_value, predicate: pl.Function):
         self.input, self.predicate = input_value, predicate
 
-    async def iterate(self, env):
-        async for elem in _closing(self.input.iterate(env)):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
+        source = pl._pass_of(self.input, env) if tolerant else self.input.iterate(env)
+        async for elem in _closing(source):
+            if tolerant and type(elem) is pl.Failed:  # (handed on without a call)
+                yield elem
+                continue
             (keep,) = await self.predicate(env, elem)
             if np.asarray(keep).shape != ():
                 raise _bad("`predicate` must return a scalar boolean tensor.")
