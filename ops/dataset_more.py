@@ -41,6 +41,10 @@ def cardinality(value: pl.DatasetValue) -> int:
     return int(value.cardinality())
 
 
+def _plain_pass(value: pl.DatasetValue, env):
+    return value.iterate(env)
+
+
 async def _closing(stream):
     try:
         async for elem in stream:
@@ -248,7 +252,7 @@ async def windows(source, size: int, shift: int, stride: int, drop: bool):
         del buf[:shift]
 
 
-class Window(pl.DatasetValue):
+class Window(pl._PassesFailed, pl.DatasetValue):
     """Windows of `size` elements `stride` apart, one starting every `shift` elements;
     each element is a dataset per component."""
 
@@ -267,6 +271,14 @@ class Window(pl.DatasetValue):
         async for elems in windows(source, self.size, self.shift, self.stride, self.drop):
             yield self._emit(elems)
 
+    async def _tolerant(self, env):
+        # A window with a failed element in it is that element's error (TF's keeps the
+        # error in the element's place in its buffer); one a shift skips over is dropped.
+        source = pl._pass_of(self.input, env)
+        async for elems in windows(source, self.size, self.shift, self.stride, self.drop):
+            failed = next((e for e in elems if type(e) is pl.Failed), None)
+            yield failed if failed is not None else self._emit(elems)
+
     def cardinality(self):
         n = cardinality(self.input)
         if n < 0:
@@ -277,7 +289,7 @@ class Window(pl.DatasetValue):
         return -(-n // self.shift)
 
 
-class GroupByWindow(pl.DatasetValue):
+class GroupByWindow(pl._PassesFailed, pl.DatasetValue):
     """Elements grouped by `key_func`; a group of `window_size_func(key)` elements goes
     to `reduce_func(key, window)` and that dataset's elements are the output.  At the
     end of the input the groups left are reduced in increasing key order (TF keeps its
@@ -303,10 +315,20 @@ class GroupByWindow(pl.DatasetValue):
         async for x in _closing(pl._dataset_of(out[0]).iterate(env)):
             yield x
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         groups: dict[int, list] = {}
         sizes: dict[int, int] = {}
-        async for elem in _closing(self.input.iterate(env)):
+        source = pl._pass_of(self.input, env) if tolerant else self.input.iterate(env)
+        async for elem in _closing(source):
+            if tolerant and type(elem) is pl.Failed:  # (handed on at once, in no group)
+                yield elem
+                continue
             key = await self._key(env, elem)
             if key not in sizes:
                 (size,) = await self.size_fn(env, (np.array(key, np.int64),))
@@ -325,19 +347,32 @@ class GroupByWindow(pl.DatasetValue):
                 yield x
 
 
-class DirectedInterleave(pl.DatasetValue):
+class DirectedInterleave(pl._PassesFailed, pl.DatasetValue):
     """Each selector value picks the data input its next element comes from; an
     exhausted input's picks are skipped (or end the pass with `stop_on_empty`)."""
 
     def __init__(self, selector, inputs: list, stop_on_empty: bool):
         self.selector, self.inputs, self.stop = selector, inputs, stop_on_empty
 
-    async def iterate(self, env):
-        streams = [d.iterate(env) for d in self.inputs]
+    def _inputs(self):
+        return (self.selector, *self.inputs)
+
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)  # (a data input's failed element is the one picked)
+
+    async def _pass(self, env, tolerant: bool):
+        open_ = pl._pass_of if tolerant else _plain_pass
+        streams = [open_(d, env) for d in self.inputs]
         live = len(streams)
         try:
-            async for (i,) in _closing(self.selector.iterate(env)):
-                i = int(np.asarray(i))
+            async for pick in _closing(open_(self.selector, env)):
+                if tolerant and type(pick) is pl.Failed:
+                    yield pick
+                    continue
+                i = int(np.asarray(pick[0]))
                 if not 0 <= i < len(streams):
                     raise _bad(f"Selector index out of range: {i} >= {len(streams)}")
                 if streams[i] is None:
@@ -908,29 +943,40 @@ def _elements(n: int) -> str:
     return f"{n} element" + ("" if n == 1 else "s")
 
 
-class AssertCardinality(pl.DatasetValue):
+class AssertCardinality(pl._PassesFailed, pl.DatasetValue):
     def __init__(self, input_value, expected: int):
         self.input, self.expected = input_value, expected
+
+    def _wrong(self, n: int, at_least: bool) -> errors.FailedPreconditionError:
+        return errors.FailedPreconditionError(
+            None,
+            None,
+            f"Input dataset was expected to contain {_elements(self.expected)} but "
+            f"contained {'at least' if at_least else 'only'} {_elements(n)}.",
+        )
 
     async def iterate(self, env):
         n = 0
         async for elem in _closing(self.input.iterate(env)):
             n += 1
             if self.expected >= 0 and n > self.expected:
-                raise errors.FailedPreconditionError(
-                    None,
-                    None,
-                    f"Input dataset was expected to contain {_elements(self.expected)} but "
-                    f"contained at least {_elements(n)}.",
-                )
+                raise self._wrong(n, True)
             yield elem
         if n != self.expected and self.expected != INFINITE:
-            raise errors.FailedPreconditionError(
-                None,
-                None,
-                f"Input dataset was expected to contain {_elements(self.expected)} but "
-                f"contained only {_elements(n)}.",
-            )
+            raise self._wrong(n, False)
+
+    async def _tolerant(self, env):
+        n = 0
+        async for elem in _closing(pl._pass_of(self.input, env)):
+            if type(elem) is not pl.Failed:  # (a failed element is not counted, as TF's)
+                n += 1
+                if self.expected >= 0 and n > self.expected:
+                    raise self._wrong(n, True)
+            yield elem
+        if n != self.expected and self.expected != INFINITE:
+            failed = pl.Failed(self._wrong(n, False))
+            while True:  # (TF's: the error again at every later call)
+                yield failed
 
     def cardinality(self):
         return self.expected
