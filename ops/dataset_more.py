@@ -310,9 +310,10 @@ class GroupByWindow(pl._PassesFailed, pl.DatasetValue):
             raise _bad("`key_func` must return a single tf.int64 scalar tensor.")
         return int(k)
 
-    async def _reduced(self, env, key: int, elems: list):
+    async def _reduced(self, env, key: int, elems: list, tolerant: bool):
         out = await self.reduce_fn(env, (np.array(key, np.int64), dso._handle(Elements(elems))))
-        async for x in _closing(pl._dataset_of(out[0]).iterate(env)):
+        made = pl._dataset_of(out[0])
+        async for x in _closing(pl._pass_of(made, env) if tolerant else made.iterate(env)):
             yield x
 
     def iterate(self, env):
@@ -340,10 +341,10 @@ class GroupByWindow(pl._PassesFailed, pl.DatasetValue):
             group.append(elem)
             if len(group) == sizes[key]:
                 del groups[key]
-                async for x in self._reduced(env, key, group):
+                async for x in self._reduced(env, key, group, tolerant):
                     yield x
         for key in sorted(groups):
-            async for x in self._reduced(env, key, groups[key]):
+            async for x in self._reduced(env, key, groups[key], tolerant):
                 yield x
 
 
@@ -492,11 +493,11 @@ async def _group_by_window(ctx, ds, *captured):
     key, red, size = _split_captures(
         ctx, ("key_func", "reduce_func", "window_size_func"), captured
     )
-    return dso._handle(
-        GroupByWindow(
-            dso._ds(ds), _fn(ctx, "key", key), _fn(ctx, "reduce", red), _fn(ctx, "size", size)
-        )
+    value = GroupByWindow(
+        dso._ds(ds), _fn(ctx, "key", key), _fn(ctx, "reduce", red), _fn(ctx, "size", size)
     )
+    value.inner_fails = dso._datasets_may_fail(ctx, "reduce")
+    return dso._handle(value)
 
 
 async def _directed(ctx, selector, *inputs):
@@ -1005,7 +1006,7 @@ class RandomInts(pl.DatasetValue):
         return INFINITE
 
 
-class GroupByReducer(pl.DatasetValue):
+class GroupByReducer(pl._PassesFailed, pl.DatasetValue):
     """Per key (`key_func`, int64): state `init_func(key)`, `reduce_func(state, element)`
     for each element, and at the end of the input `finalize_func(state)` for each key
     in the order the keys first appeared."""
@@ -1019,9 +1020,19 @@ class GroupByReducer(pl.DatasetValue):
             finalize_fn,
         )
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         states: dict[int, tuple] = {}
-        async for elem in _closing(self.input.iterate(env)):
+        source = pl._pass_of(self.input, env) if tolerant else self.input.iterate(env)
+        async for elem in _closing(source):
+            if tolerant and type(elem) is pl.Failed:  # (handed on at once, not reduced)
+                yield elem
+                continue
             (k,) = await self.key_fn(env, elem)
             k = np.asarray(k)
             if k.shape != () or k.dtype != np.int64:
@@ -1038,7 +1049,7 @@ def _dims(shape) -> str:
     return "[" + ",".join(map(str, shape)) + "]"
 
 
-class DenseToSparseBatch(pl.DatasetValue):
+class DenseToSparseBatch(pl._PassesFailed, pl.DatasetValue):
     """Batches of `n` dense elements as one SparseTensor of shape [batch, *row_shape]:
     every value of element i at [i, *its index]."""
 
@@ -1077,6 +1088,20 @@ class DenseToSparseBatch(pl.DatasetValue):
     async def iterate(self, env):
         buf: list = []
         async for elem in _closing(self.input.iterate(env)):
+            buf.append(elem)
+            if len(buf) == self.n:
+                yield self._sparse(buf)
+                buf = []
+        if buf:
+            yield self._sparse(buf)
+
+    async def _tolerant(self, env):
+        buf: list = []
+        async for elem in _closing(pl._pass_of(self.input, env)):
+            if type(elem) is pl.Failed:  # (as batch's: the batch so far is dropped)
+                buf = []
+                yield elem
+                continue
             buf.append(elem)
             if len(buf) == self.n:
                 yield self._sparse(buf)

@@ -133,16 +133,17 @@ def _function(ctx, captured) -> pl.Function:
     return pl.Function(fn, fn[0], fn[1], fn[2], captured)
 
 
-def _datasets_may_fail(ctx) -> bool:
-    """Whether the datasets this op's function makes may hold a failed element (a stage
-    with a function of its own, a map say, or a tf.data service read in the function's
-    body): then flat_map and interleave take their tolerant pass (the plain one is
-    faster).  Looked up once per (session, op)."""
+def _datasets_may_fail(ctx, prefix: str = "f") -> bool:
+    """Whether the datasets this op's function (attrs `{prefix}_outputs`, ...) makes may
+    hold a failed element (a stage with a function of its own, a map say, or a tf.data
+    service read in the function's body): then flat_map, interleave and group_by_window
+    take their tolerant pass (the plain one is faster).  Looked up once per (session,
+    op)."""
     st = ctx.kernel_state
-    hit = st.get("may_fail")
+    hit = st.get("may_fail_" + prefix)
     if hit is None:
         get = ctx.op.graph.get_tensor_by_name
-        stack = [get(n).op for n in ctx.attrs["f_outputs"]]
+        stack = [get(n).op for n in ctx.attrs[f"{prefix}_outputs"]]
         seen: set = set()
         hit = False
         while stack and not hit:
@@ -150,9 +151,11 @@ def _datasets_may_fail(ctx) -> bool:
             if o.name in seen:
                 continue
             seen.add(o.name)
-            hit = "f_outputs" in o.attrs or o.type.startswith("DataServiceDataset")
+            hit = o.type.startswith("DataServiceDataset") or any(
+                a.endswith("_outputs") and a[:-8] + "_inputs" in o.attrs for a in o.attrs
+            )
             stack.extend(t.op for t in o.inputs)
-        st["may_fail"] = hit
+        st["may_fail_" + prefix] = hit
     return hit
 
 

@@ -133,6 +133,8 @@ def test_an_input_failing_for_ever_gives_its_error_at_each_call():
         dm.GroupByWindow(only, None, None, None),
         dm.DirectedInterleave(only, [pl.Range(0, 9, 1, np.int64)], False),
         dm.AssertCardinality(src, 100),
+        dm.GroupByReducer(only, None, None, None, None),
+        dm.DenseToSparseBatch(src, 2, [1]),
     ]
 
     async def first(stage, n=5):
