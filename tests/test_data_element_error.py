@@ -95,6 +95,7 @@ def test_an_input_failing_for_ever_gives_its_error_at_each_call():
     from asyncflow import errors
     from asyncflow.ops import dataset_more as dm
     from asyncflow.ops import dataset_pipeline as pl
+    from asyncflow.ops.dataset_ragged import DenseToRaggedBatch
 
     class FailsForEver(pl.DatasetValue):
         def __init__(self, first=True):
@@ -135,6 +136,7 @@ def test_an_input_failing_for_ever_gives_its_error_at_each_call():
         dm.AssertCardinality(src, 100),
         dm.GroupByReducer(only, None, None, None, None),
         dm.DenseToSparseBatch(src, 2, [1]),
+        DenseToRaggedBatch(only, 1, False, [-1], np.int64),
     ]
 
     async def first(stage, n=5):
