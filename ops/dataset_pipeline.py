@@ -425,11 +425,12 @@ def _pass_of(value: DatasetValue, env: Env):
 class _PassesFailed:
     """A transformation that hands its input's `Failed` elements on (TF's: an input's
     error is that call's error, and the next call goes on).  It has a tolerant pass
-    (`iterate_tolerant`, its `_tolerant`) only where an input has one, so a pipeline with
-    no map or filter beneath keeps its plain (faster) pass."""
+    (`iterate_tolerant`, its `_tolerant`) only where an input has one, or where the
+    datasets its function makes may fail (`inner_fails`), so a pipeline with no map or
+    filter beneath keeps its plain (faster) pass."""
 
     # Set where the datasets a stage's function makes may hold a failed element
-    # (flat_map, interleave: dataset_ops' `_datasets_may_fail`).
+    # (flat_map, interleave, group_by_window: dataset_ops' `_datasets_may_fail`).
     inner_fails = False
 
     def _inputs(self) -> tuple:
