@@ -41,6 +41,10 @@ def cardinality(value: pl.DatasetValue) -> int:
     return int(value.cardinality())
 
 
+def _plain_pass(value: pl.DatasetValue, env):
+    return value.iterate(env)
+
+
 async def _closing(stream):
     try:
         async for elem in stream:
@@ -52,10 +56,11 @@ async def _closing(stream):
 # -- stages ----------------------------------------------------------------------------------
 
 
+_END = object()
 _SHARD_HINT = -1  # tf.data.experimental.SHARD_HINT: the tf.data service fills it in
 
 
-class Shard(pl.DatasetValue):
+class Shard(pl._PassesFailed, pl.DatasetValue):
     def __init__(self, input_value, num_shards: int, index: int):
         self.hint = num_shards == index == _SHARD_HINT
         if self.hint:  # (TF's: made, and refused only when iterated)
@@ -72,19 +77,46 @@ class Shard(pl.DatasetValue):
             )
         self.input, self.n, self.index = input_value, num_shards, index
 
+    def _hint_error(self):
+        return errors.FailedPreconditionError(
+            None, None, "`tf.data.Dataset.shard(SHARD_HINT, ...)` can only be used in "
+            "`tf.distribute.Strategy.experimental_distribute_dataset()` with "
+            "`tf.data.experimental.AutoShardPolicy.HINT` policy, or tf.data service "
+            "with `tf.data.experimental.service.ShardingPolicy.HINT` processing mode."
+        )  # fmt: skip
+
     async def iterate(self, env):
         if self.hint:
-            raise errors.FailedPreconditionError(
-                None, None, "`tf.data.Dataset.shard(SHARD_HINT, ...)` can only be used in "
-                "`tf.distribute.Strategy.experimental_distribute_dataset()` with "
-                "`tf.data.experimental.AutoShardPolicy.HINT` policy, or tf.data service "
-                "with `tf.data.experimental.service.ShardingPolicy.HINT` processing mode."
-            )  # fmt: skip
+            raise self._hint_error()
         i = 0
         async for elem in _closing(self.input.iterate(env)):
             if i % self.n == self.index:
                 yield elem
             i += 1
+
+    async def _tolerant(self, env):
+        # TF's: each call skips to the shard's next index, then takes an element; an
+        # error is that call's, and where it came while skipping the elements skipped
+        # are not counted (the next call skips as many again).
+        if self.hint:
+            raise self._hint_error()
+        i = 0
+        source = pl._pass_of(self.input, env)
+        try:
+            while True:
+                skip, k = (self.index - i) % self.n, 0
+                while k <= skip:
+                    elem = await anext(source, _END)
+                    if elem is _END or type(elem) is pl.Failed:
+                        break
+                    k += 1
+                if elem is _END:
+                    return
+                if k >= skip:  # (the skip done; k == skip: the take failed)
+                    i += k
+                yield elem
+        finally:
+            await source.aclose()
 
     def cardinality(self):
         n = cardinality(self.input)
@@ -93,30 +125,64 @@ class Shard(pl.DatasetValue):
         return n // self.n + (1 if n % self.n > self.index else 0)
 
 
-class Unique(pl.DatasetValue):
+class Unique(pl._PassesFailed, pl.DatasetValue):
     def __init__(self, input_value):
         self.input = input_value
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         seen: set = set()
+        if tolerant:
+            async for elem in _closing(pl._pass_of(self.input, env)):
+                if type(elem) is pl.Failed:  # (handed on, nothing seen)
+                    yield elem
+                elif (key := _key(elem)) not in seen:
+                    seen.add(key)
+                    yield elem
+            return
         async for elem in _closing(self.input.iterate(env)):
-            (v,) = elem
-            a = np.asarray(v)
-            key = (a.shape, a.tobytes()) if a.dtype != object else (a.shape, *a.reshape(-1))
+            key = _key(elem)
             if key in seen:
                 continue
             seen.add(key)
             yield elem
 
 
-class Scan(pl.DatasetValue):
+def _key(elem: tuple):
+    """The set key of a one-component element."""
+    (v,) = elem
+    a = np.asarray(v)
+    return (a.shape, a.tobytes()) if a.dtype != object else (a.shape, *a.reshape(-1))
+
+
+class Scan(pl._PassesFailed, pl.DatasetValue):
     """`scan_func(state, element) -> (new state, output)`; the state starts as given."""
 
     def __init__(self, input_value, fn: pl.Function, initial: tuple, n_state: int):
         self.input, self.fn, self.initial, self.n_state = input_value, fn, initial, n_state
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         state = pl._own(self.initial)
+        if tolerant:
+            async for elem in _closing(pl._pass_of(self.input, env)):
+                if type(elem) is pl.Failed:  # (handed on; the state stays, as TF's)
+                    yield elem
+                    continue
+                out = await self.fn(env, (*state, *elem))
+                state, result = out[: self.n_state], out[self.n_state :]
+                yield pl._own(result)
+            return
         async for elem in _closing(self.input.iterate(env)):
             out = await self.fn(env, (*state, *elem))
             state, result = out[: self.n_state], out[self.n_state :]
@@ -126,12 +192,22 @@ class Scan(pl.DatasetValue):
         return cardinality(self.input)
 
 
-class TakeWhile(pl.DatasetValue):
+class TakeWhile(pl._PassesFailed, pl.DatasetValue):
     def __init__(self, input_value, predicate: pl.Function):
         self.input, self.predicate = input_value, predicate
 
-    async def iterate(self, env):
-        async for elem in _closing(self.input.iterate(env)):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
+        source = pl._pass_of(self.input, env) if tolerant else self.input.iterate(env)
+        async for elem in _closing(source):
+            if tolerant and type(elem) is pl.Failed:  # (handed on without a call)
+                yield elem
+                continue
             (keep,) = await self.predicate(env, elem)
             if np.asarray(keep).shape != ():
                 raise _bad("`predicate` must return a scalar boolean tensor.")
@@ -176,7 +252,7 @@ async def windows(source, size: int, shift: int, stride: int, drop: bool):
         del buf[:shift]
 
 
-class Window(pl.DatasetValue):
+class Window(pl._PassesFailed, pl.DatasetValue):
     """Windows of `size` elements `stride` apart, one starting every `shift` elements;
     each element is a dataset per component."""
 
@@ -195,6 +271,14 @@ class Window(pl.DatasetValue):
         async for elems in windows(source, self.size, self.shift, self.stride, self.drop):
             yield self._emit(elems)
 
+    async def _tolerant(self, env):
+        # A window with a failed element in it is that element's error (TF's keeps the
+        # error in the element's place in its buffer); one a shift skips over is dropped.
+        source = pl._pass_of(self.input, env)
+        async for elems in windows(source, self.size, self.shift, self.stride, self.drop):
+            failed = next((e for e in elems if type(e) is pl.Failed), None)
+            yield failed if failed is not None else self._emit(elems)
+
     def cardinality(self):
         n = cardinality(self.input)
         if n < 0:
@@ -205,7 +289,7 @@ class Window(pl.DatasetValue):
         return -(-n // self.shift)
 
 
-class GroupByWindow(pl.DatasetValue):
+class GroupByWindow(pl._PassesFailed, pl.DatasetValue):
     """Elements grouped by `key_func`; a group of `window_size_func(key)` elements goes
     to `reduce_func(key, window)` and that dataset's elements are the output.  At the
     end of the input the groups left are reduced in increasing key order (TF keeps its
@@ -226,15 +310,26 @@ class GroupByWindow(pl.DatasetValue):
             raise _bad("`key_func` must return a single tf.int64 scalar tensor.")
         return int(k)
 
-    async def _reduced(self, env, key: int, elems: list):
+    async def _reduced(self, env, key: int, elems: list, tolerant: bool):
         out = await self.reduce_fn(env, (np.array(key, np.int64), dso._handle(Elements(elems))))
-        async for x in _closing(pl._dataset_of(out[0]).iterate(env)):
+        made = pl._dataset_of(out[0])
+        async for x in _closing(pl._pass_of(made, env) if tolerant else made.iterate(env)):
             yield x
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         groups: dict[int, list] = {}
         sizes: dict[int, int] = {}
-        async for elem in _closing(self.input.iterate(env)):
+        source = pl._pass_of(self.input, env) if tolerant else self.input.iterate(env)
+        async for elem in _closing(source):
+            if tolerant and type(elem) is pl.Failed:  # (handed on at once, in no group)
+                yield elem
+                continue
             key = await self._key(env, elem)
             if key not in sizes:
                 (size,) = await self.size_fn(env, (np.array(key, np.int64),))
@@ -246,26 +341,39 @@ class GroupByWindow(pl.DatasetValue):
             group.append(elem)
             if len(group) == sizes[key]:
                 del groups[key]
-                async for x in self._reduced(env, key, group):
+                async for x in self._reduced(env, key, group, tolerant):
                     yield x
         for key in sorted(groups):
-            async for x in self._reduced(env, key, groups[key]):
+            async for x in self._reduced(env, key, groups[key], tolerant):
                 yield x
 
 
-class DirectedInterleave(pl.DatasetValue):
+class DirectedInterleave(pl._PassesFailed, pl.DatasetValue):
     """Each selector value picks the data input its next element comes from; an
     exhausted input's picks are skipped (or end the pass with `stop_on_empty`)."""
 
     def __init__(self, selector, inputs: list, stop_on_empty: bool):
         self.selector, self.inputs, self.stop = selector, inputs, stop_on_empty
 
-    async def iterate(self, env):
-        streams = [d.iterate(env) for d in self.inputs]
+    def _inputs(self):
+        return (self.selector, *self.inputs)
+
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)  # (a data input's failed element is the one picked)
+
+    async def _pass(self, env, tolerant: bool):
+        open_ = pl._pass_of if tolerant else _plain_pass
+        streams = [open_(d, env) for d in self.inputs]
         live = len(streams)
         try:
-            async for (i,) in _closing(self.selector.iterate(env)):
-                i = int(np.asarray(i))
+            async for pick in _closing(open_(self.selector, env)):
+                if tolerant and type(pick) is pl.Failed:
+                    yield pick
+                    continue
+                i = int(np.asarray(pick[0]))
                 if not 0 <= i < len(streams):
                     raise _bad(f"Selector index out of range: {i} >= {len(streams)}")
                 if streams[i] is None:
@@ -385,11 +493,11 @@ async def _group_by_window(ctx, ds, *captured):
     key, red, size = _split_captures(
         ctx, ("key_func", "reduce_func", "window_size_func"), captured
     )
-    return dso._handle(
-        GroupByWindow(
-            dso._ds(ds), _fn(ctx, "key", key), _fn(ctx, "reduce", red), _fn(ctx, "size", size)
-        )
+    value = GroupByWindow(
+        dso._ds(ds), _fn(ctx, "key", key), _fn(ctx, "reduce", red), _fn(ctx, "size", size)
     )
+    value.inner_fails = dso._datasets_may_fail(ctx, "reduce")
+    return dso._handle(value)
 
 
 async def _directed(ctx, selector, *inputs):
@@ -836,29 +944,40 @@ def _elements(n: int) -> str:
     return f"{n} element" + ("" if n == 1 else "s")
 
 
-class AssertCardinality(pl.DatasetValue):
+class AssertCardinality(pl._PassesFailed, pl.DatasetValue):
     def __init__(self, input_value, expected: int):
         self.input, self.expected = input_value, expected
+
+    def _wrong(self, n: int, at_least: bool) -> errors.FailedPreconditionError:
+        return errors.FailedPreconditionError(
+            None,
+            None,
+            f"Input dataset was expected to contain {_elements(self.expected)} but "
+            f"contained {'at least' if at_least else 'only'} {_elements(n)}.",
+        )
 
     async def iterate(self, env):
         n = 0
         async for elem in _closing(self.input.iterate(env)):
             n += 1
             if self.expected >= 0 and n > self.expected:
-                raise errors.FailedPreconditionError(
-                    None,
-                    None,
-                    f"Input dataset was expected to contain {_elements(self.expected)} but "
-                    f"contained at least {_elements(n)}.",
-                )
+                raise self._wrong(n, True)
             yield elem
         if n != self.expected and self.expected != INFINITE:
-            raise errors.FailedPreconditionError(
-                None,
-                None,
-                f"Input dataset was expected to contain {_elements(self.expected)} but "
-                f"contained only {_elements(n)}.",
-            )
+            raise self._wrong(n, False)
+
+    async def _tolerant(self, env):
+        n = 0
+        async for elem in _closing(pl._pass_of(self.input, env)):
+            if type(elem) is not pl.Failed:  # (a failed element is not counted, as TF's)
+                n += 1
+                if self.expected >= 0 and n > self.expected:
+                    raise self._wrong(n, True)
+            yield elem
+        if n != self.expected and self.expected != INFINITE:
+            failed = pl.Failed(self._wrong(n, False))
+            while True:  # (TF's: the error again at every later call)
+                yield failed
 
     def cardinality(self):
         return self.expected
@@ -887,7 +1006,7 @@ class RandomInts(pl.DatasetValue):
         return INFINITE
 
 
-class GroupByReducer(pl.DatasetValue):
+class GroupByReducer(pl._PassesFailed, pl.DatasetValue):
     """Per key (`key_func`, int64): state `init_func(key)`, `reduce_func(state, element)`
     for each element, and at the end of the input `finalize_func(state)` for each key
     in the order the keys first appeared."""
@@ -901,9 +1020,19 @@ class GroupByReducer(pl.DatasetValue):
             finalize_fn,
         )
 
-    async def iterate(self, env):
+    def iterate(self, env):
+        return self._pass(env, False)
+
+    def _tolerant(self, env):
+        return self._pass(env, True)
+
+    async def _pass(self, env, tolerant: bool):
         states: dict[int, tuple] = {}
-        async for elem in _closing(self.input.iterate(env)):
+        source = pl._pass_of(self.input, env) if tolerant else self.input.iterate(env)
+        async for elem in _closing(source):
+            if tolerant and type(elem) is pl.Failed:  # (handed on at once, not reduced)
+                yield elem
+                continue
             (k,) = await self.key_fn(env, elem)
             k = np.asarray(k)
             if k.shape != () or k.dtype != np.int64:
@@ -920,7 +1049,7 @@ def _dims(shape) -> str:
     return "[" + ",".join(map(str, shape)) + "]"
 
 
-class DenseToSparseBatch(pl.DatasetValue):
+class DenseToSparseBatch(pl._PassesFailed, pl.DatasetValue):
     """Batches of `n` dense elements as one SparseTensor of shape [batch, *row_shape]:
     every value of element i at [i, *its index]."""
 
@@ -959,6 +1088,20 @@ class DenseToSparseBatch(pl.DatasetValue):
     async def iterate(self, env):
         buf: list = []
         async for elem in _closing(self.input.iterate(env)):
+            buf.append(elem)
+            if len(buf) == self.n:
+                yield self._sparse(buf)
+                buf = []
+        if buf:
+            yield self._sparse(buf)
+
+    async def _tolerant(self, env):
+        buf: list = []
+        async for elem in _closing(pl._pass_of(self.input, env)):
+            if type(elem) is pl.Failed:  # (as batch's: the batch so far is dropped)
+                buf = []
+                yield elem
+                continue
             buf.append(elem)
             if len(buf) == self.n:
                 yield self._sparse(buf)

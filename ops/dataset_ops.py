@@ -133,6 +133,32 @@ def _function(ctx, captured) -> pl.Function:
     return pl.Function(fn, fn[0], fn[1], fn[2], captured)
 
 
+def _datasets_may_fail(ctx, prefix: str = "f") -> bool:
+    """Whether the datasets this op's function (attrs `{prefix}_outputs`, ...) makes may
+    hold a failed element (a stage with a function of its own, a map say, or a tf.data
+    service read in the function's body): then flat_map, interleave and group_by_window
+    take their tolerant pass (the plain one is faster).  Looked up once per (session,
+    op)."""
+    st = ctx.kernel_state
+    hit = st.get("may_fail_" + prefix)
+    if hit is None:
+        get = ctx.op.graph.get_tensor_by_name
+        stack = [get(n).op for n in ctx.attrs[f"{prefix}_outputs"]]
+        seen: set = set()
+        hit = False
+        while stack and not hit:
+            o = stack.pop()
+            if o.name in seen:
+                continue
+            seen.add(o.name)
+            hit = o.type.startswith("DataServiceDataset") or any(
+                a.endswith("_outputs") and a[:-8] + "_inputs" in o.attrs for a in o.attrs
+            )
+            stack.extend(t.op for t in o.inputs)
+        st["may_fail_" + prefix] = hit
+    return hit
+
+
 # -- sources ----------------------------------------------------------------------------------
 
 
@@ -249,8 +275,8 @@ def _parallel_interleave(trailing: int):
         cycle = int(ints[0])
         if cycle <= 0:  # AUTOTUNE: TF takes the schedulable cores
             cycle = cpu_count()
-        fn = _function(ctx, captured)
-        return _handle(pl.Interleave(_ds(ds), fn, cycle, int(ints[1])))
+        fn, fails = _function(ctx, captured), _datasets_may_fail(ctx)
+        return _handle(pl.Interleave(_ds(ds), fn, cycle, int(ints[1]), True, fails))
 
     return kernel
 
@@ -260,12 +286,13 @@ async def _filter(ctx, ds, *captured):
 
 
 async def _flat_map(ctx, ds, *captured):
-    return _handle(pl.FlatMap(_ds(ds), _function(ctx, captured)))
+    return _handle(pl.FlatMap(_ds(ds), _function(ctx, captured), _datasets_may_fail(ctx)))
 
 
 async def _interleave(ctx, ds, *rest):
     *captured, cycle, block = rest
-    return _handle(pl.Interleave(_ds(ds), _function(ctx, captured), int(cycle), int(block)))
+    fn, fails = _function(ctx, captured), _datasets_may_fail(ctx)
+    return _handle(pl.Interleave(_ds(ds), fn, int(cycle), int(block), False, fails))
 
 
 async def _batch(ctx, ds, batch_size, drop_remainder):

@@ -425,14 +425,21 @@ def _pass_of(value: DatasetValue, env: Env):
 class _PassesFailed:
     """A transformation that hands its input's `Failed` elements on (TF's: an input's
     error is that call's error, and the next call goes on).  It has a tolerant pass
-    (`iterate_tolerant`, its `_tolerant`) only where an input has one, so a pipeline with
-    no map or filter beneath keeps its plain (faster) pass."""
+    (`iterate_tolerant`, its `_tolerant`) only where an input has one, or where the
+    datasets its function makes may fail (`inner_fails`), so a pipeline with no map or
+    filter beneath keeps its plain (faster) pass."""
+
+    # Set where the datasets a stage's function makes may hold a failed element
+    # (flat_map, interleave, group_by_window: dataset_ops' `_datasets_may_fail`).
+    inner_fails = False
 
     def _inputs(self) -> tuple:
         return (self.input,)
 
     @property
     def iterate_tolerant(self):
+        if self.inner_fails:
+            return self._tolerant
         for v in self._inputs():
             if getattr(v, "iterate_tolerant", None) is not None:
                 return self._tolerant
@@ -554,8 +561,8 @@ def _dataset_of(value) -> DatasetValue:
 
 
 class FlatMap(_PassesFailed, DatasetValue):
-    def __init__(self, input_value, fn: Function):
-        self.input, self.fn = input_value, fn
+    def __init__(self, input_value, fn: Function, inner_fails: bool = False):
+        self.input, self.fn, self.inner_fails = input_value, fn, inner_fails
 
     async def iterate(self, env):
         async for elem in self.input.iterate(env):
@@ -569,50 +576,66 @@ class FlatMap(_PassesFailed, DatasetValue):
                 yield elem
                 continue
             (inner,) = await self.fn(env, elem)
-            async for x in _dataset_of(inner).iterate(env):
+            async for x in _pass_of(_dataset_of(inner), env):
                 yield x
+
+
+async def _only(elem):
+    yield elem
 
 
 class Interleave(_PassesFailed, DatasetValue):
     """TF's deterministic interleave: `cycle_length` inner streams, `block_length`
-    elements from each in turn; an exhausted one is replaced by the next input's."""
+    elements from each in turn; an exhausted one is replaced by the next input's.
 
-    def __init__(self, input_value, fn: Function, cycle_length: int, block_length: int):
-        self.input, self.fn = input_value, fn
+    `parallel` (TF's ParallelInterleaveDataset, tf.data.experimental's too) changes
+    only where an element fails (the tolerant pass): an input's error is the element of
+    the slot it would have opened, its one result, given at that slot's turn, and an
+    inner stream's error counts in its block.  The plain InterleaveDataset gives an
+    input's error as the slot's turn comes to open it, and an inner error leaves the
+    turn where it is."""
+
+    def __init__(
+        self, input_value, fn, cycle_length, block_length, parallel=False, inner_fails=False
+    ):
+        self.input, self.fn, self.parallel = input_value, fn, parallel
+        self.inner_fails = inner_fails
         self.cycle, self.block = max(int(cycle_length), 1), max(int(block_length), 1)
 
     def iterate(self, env):
         return self._pass(env, False)
 
     def _tolerant(self, env):
-        # (an input's `Failed` is handed on as the slot it would open is filled)
-        return self._pass(env, True)
+        return self._pass(env, True) if self.parallel else self._in_turn(env)
 
     async def _pass(self, env, tolerant: bool):
+        """The plain pass, and the parallel interleave's tolerant one (TF's: each slot
+        is refilled as it is found exhausted, and that slot's turn passes)."""
         source = _pass_of(self.input, env) if tolerant else self.input.iterate(env)
         slots: list = []
         exhausted = False
 
         async def open_next():
-            """The next input element's stream, None at the end, or the input's
-            `Failed` (tolerant: handed on, one per call, before trying again)."""
+            """The next input element's stream, None at the end (tolerant: a `Failed`
+            input is a stream of that one element)."""
             nonlocal exhausted
             try:
                 elem = await source.__anext__()
             except StopAsyncIteration:
                 exhausted = True
                 return None
-            if tolerant and type(elem) is Failed:
-                return elem
+            if not tolerant:
+                (inner,) = await self.fn(env, elem)
+                return _dataset_of(inner).iterate(env)
+            if type(elem) is Failed:
+                return _only(elem)
             (inner,) = await self.fn(env, elem)
-            return _dataset_of(inner).iterate(env)
+            return _pass_of(_dataset_of(inner), env)
 
         try:
             while len(slots) < self.cycle and not exhausted:
                 s = await open_next()
-                if type(s) is Failed:
-                    yield s
-                elif s is not None:
+                if s is not None:
                     slots.append(s)
             i = 0
             while slots:
@@ -628,9 +651,6 @@ class Interleave(_PassesFailed, DatasetValue):
                     yield x
                 if s is None:
                     new = None if exhausted else await open_next()
-                    while type(new) is Failed:
-                        yield new
-                        new = None if exhausted else await open_next()
                     if new is None:
                         slots.pop(i)
                         continue
@@ -639,6 +659,50 @@ class Interleave(_PassesFailed, DatasetValue):
         finally:
             for s in slots:
                 await s.aclose()
+            await source.aclose()
+
+    async def _in_turn(self, env):
+        """The plain InterleaveDataset's tolerant pass: as TF's, a slot opens its next
+        input element when its turn comes; an error (the input's, or an inner
+        stream's) is that call's and the turn stays where it is."""
+        source = _pass_of(self.input, env)
+        slots: list = [None] * self.cycle
+        live, exhausted, i, n = 0, False, 0, 0
+        try:
+            while True:
+                s = slots[i]
+                if s is None:
+                    if exhausted:
+                        if not live:
+                            return
+                        i, n = (i + 1) % self.cycle, 0
+                        continue
+                    try:
+                        elem = await source.__anext__()
+                    except StopAsyncIteration:
+                        exhausted = True
+                        continue
+                    if type(elem) is Failed:
+                        yield elem
+                        continue
+                    (inner,) = await self.fn(env, elem)
+                    s = slots[i] = _pass_of(_dataset_of(inner), env)
+                    live, n = live + 1, 0
+                try:
+                    x = await s.__anext__()
+                except StopAsyncIteration:
+                    slots[i], live = None, live - 1
+                    i, n = (i + 1) % self.cycle, 0
+                    continue
+                yield x
+                if type(x) is not Failed:
+                    n += 1
+                    if n == self.block:
+                        i, n = (i + 1) % self.cycle, 0
+        finally:
+            for s in slots:
+                if s is not None:
+                    await s.aclose()
             await source.aclose()
 
 
@@ -834,29 +898,45 @@ class PaddedBatch(_PassesFailed, DatasetValue):
             yield self._pad(buf)
 
 
-class Unbatch(DatasetValue):
+class Unbatch(_PassesFailed, DatasetValue):
     def __init__(self, input_value):
         self.input = input_value
 
     async def iterate(self, env):
         async for elem in self.input.iterate(env):
-            sparse = [_sparse_of(c) for c in elem]
-            rows = [
-                _unbatch_sparse(sp) if sp is not None else None for sp in sparse
-            ]  # (a sparse component's rows, one per batch entry)
-            n = {
-                len(r) if r is not None else (np.shape(c)[0] if np.ndim(c) else None)
-                for c, r in zip(elem, rows)
-            }
-            if None in n or len(n) != 1:
-                raise errors.InvalidArgumentError(
-                    None, None, "Input element must have a non-scalar value in each component."
-                )
-            for i in range(n.pop()):
+            n, rows = _unbatched(elem)
+            for i in range(n):
                 yield tuple(
                     r[i] if r is not None else np.array(c[i], copy=True)
                     for c, r in zip(elem, rows)
                 )
+
+    async def _tolerant(self, env):
+        async for elem in _pass_of(self.input, env):
+            if type(elem) is Failed:  # (TF's: that call's error, the next goes on)
+                yield elem
+                continue
+            n, rows = _unbatched(elem)
+            for i in range(n):
+                yield tuple(
+                    r[i] if r is not None else np.array(c[i], copy=True)
+                    for c, r in zip(elem, rows)
+                )
+
+
+def _unbatched(elem: tuple) -> tuple[int, list]:
+    """The rows in `elem` and each sparse component's rows (None for a dense one)."""
+    sparse = [_sparse_of(c) for c in elem]
+    rows = [_unbatch_sparse(sp) if sp is not None else None for sp in sparse]
+    n = {
+        len(r) if r is not None else (np.shape(c)[0] if np.ndim(c) else None)
+        for c, r in zip(elem, rows)
+    }
+    if None in n or len(n) != 1:
+        raise errors.InvalidArgumentError(
+            None, None, "Input element must have a non-scalar value in each component."
+        )
+    return n.pop(), rows
 
 
 class Shuffle(_PassesFailed, DatasetValue):

@@ -56,7 +56,7 @@ def _ragged_batch(parts: list, rank: int, split_dt) -> np.ndarray:
     return pl._handle_of(RaggedValue(flat, splits))
 
 
-class DenseToRaggedBatch(pl.DatasetValue):
+class DenseToRaggedBatch(pl._PassesFailed, pl.DatasetValue):
     def __init__(self, input_value, n: int, drop: bool, ranks: list, split_dt):
         if n <= 0:
             raise _bad("Batch size must be greater than zero.")
@@ -90,11 +90,27 @@ class DenseToRaggedBatch(pl.DatasetValue):
         if buf and not self.drop:
             yield self._emit(buf)
 
+    async def _tolerant(self, env):
+        # TF's dense_to_ragged_batch is a map and a batch, which its map_and_batch_fusion
+        # fuses: a batch with a failed element in it is that element's error, whole.
+        buf: list = []
+        async for elem in _closing(pl._pass_of(self.input, env)):
+            buf.append(elem)
+            if len(buf) == self.n:
+                yield _failed_in(buf) or self._emit(buf)
+                buf = []
+        if buf and not self.drop:
+            yield _failed_in(buf) or self._emit(buf)
+
     def cardinality(self):
         n = self.input.cardinality()
         if n < 0:
             return n
         return n // self.n if self.drop else -(-n // self.n)
+
+
+def _failed_in(buf: list) -> pl.Failed | None:
+    return next((e for e in buf if type(e) is pl.Failed), None)
 
 
 async def _dense_to_ragged(ctx, ds, batch_size, drop):

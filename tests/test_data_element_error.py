@@ -20,7 +20,7 @@ RECORDED = json.loads((FIXTURES / "dataset_element_error_tf.json").read_text())
 # TF's default map_and_batch_fusion fuses a map directly under a batch: a failed element
 # fails its whole batch (the elements after it in the batch are used up).  asyncflow
 # runs the batch unfused, as TF does with the fusion off (the *_no_fusion cases).
-_FUSED = {"batch2", "map_batch2"}
+_FUSED = {"batch2", "map_batch2", "map_and_batch"}
 _WHY_FUSED = (
     "TF 2.21's default map_and_batch_fusion drops the rest of a failed element's batch; "
     "asyncflow applies no tf.data optimizations at run time (the unfused result is TF's "
@@ -52,6 +52,30 @@ def test_plain_pipeline_keeps_its_plain_pass():
     assert zipped.iterate_tolerant is None
 
 
+def test_flat_map_and_interleave_take_the_tolerant_pass_only_for_a_failing_function():
+    # Their tolerant pass where the function's datasets have a stage with a function
+    # (a map: it may fail), else the plain one (faster; a batch above keeps its chunks).
+    D = tf.data.Dataset
+    inner = {
+        "plain": lambda x: D.from_tensors(x).repeat(2),
+        "map": lambda x: D.range(2).map(lambda y: y + x),
+    }
+    with tf.Graph().as_default():
+        made = {
+            (how, k): getattr(D.range(3), how)(f, **kw)._variant
+            for k, f in inner.items()
+            for how, kw in (("flat_map", {}), ("interleave", {"cycle_length": 2}))
+        }
+        made[("parallel", "map")] = (
+            D.range(3).interleave(inner["map"], cycle_length=2, num_parallel_calls=2)._variant
+        )
+        with tf.Session() as s:
+            values = s.run(made)
+    for (how, k), value in values.items():
+        assert (value.iterate_tolerant is not None) == (k == "map"), (how, k)
+    assert values[("parallel", "map")].parallel and not values[("interleave", "map")].parallel
+
+
 def test_raw_options_dataset_hands_the_tolerant_pass_on():
     from asyncflow.ops import dataset_pipeline as pl
     from asyncflow.ops.dataset_raw import WithOptions
@@ -69,19 +93,26 @@ def test_an_input_failing_for_ever_gives_its_error_at_each_call():
     import numpy as np
 
     from asyncflow import errors
+    from asyncflow.ops import dataset_more as dm
     from asyncflow.ops import dataset_pipeline as pl
+    from asyncflow.ops.dataset_ragged import DenseToRaggedBatch
 
     class FailsForEver(pl.DatasetValue):
+        def __init__(self, first=True):
+            self.first = first
+
         def iterate(self, env):
             raise AssertionError("the tolerant pass is taken")
 
         async def iterate_tolerant(self, env):
-            yield (np.array(1, np.int64),)
+            if self.first:
+                yield (np.array(1, np.int64),)
             failed = pl.Failed(errors.UnavailableError(None, None, "gone"))
             while True:
                 yield failed
 
     src = FailsForEver()
+    only = FailsForEver(first=False)  # (for stages that would call a function on an element)
     stages = [
         pl.Take(src, 3),
         pl.Skip(src, 2),
@@ -91,6 +122,21 @@ def test_an_input_failing_for_ever_gives_its_error_at_each_call():
         pl.Cache(src),
         pl.Repeat(src, -1),
         pl.Prefetch(src, 2),
+        pl.Unbatch(only),
+        pl.FlatMap(only, None),
+        pl.Interleave(only, None, 2, 1),
+        pl.Interleave(only, None, 2, 1, parallel=True),
+        dm.Shard(src, 2, 1),
+        dm.Unique(src),
+        dm.Scan(only, None, (), 0),
+        dm.TakeWhile(only, None),
+        dm.Window(src, 2, 2, 1, False),
+        dm.GroupByWindow(only, None, None, None),
+        dm.DirectedInterleave(only, [pl.Range(0, 9, 1, np.int64)], False),
+        dm.AssertCardinality(src, 100),
+        dm.GroupByReducer(only, None, None, None, None),
+        dm.DenseToSparseBatch(src, 2, [1]),
+        DenseToRaggedBatch(only, 1, False, [-1], np.int64),
     ]
 
     async def first(stage, n=5):

@@ -488,20 +488,32 @@ class Dataset:
     ) -> Dataset:
         """The datasets `map_func` makes, `cycle_length` open at once, `block_length`
         elements from each in turn. As TF's, an unset (or AUTOTUNE) cycle length is the
-        number of CPUs this process may run on, so the order depends on the machine."""
+        number of CPUs this process may run on, so the order depends on the machine.
+        With `num_parallel_calls`, TF's ParallelInterleaveDatasetV4: the same order (the
+        calls only tune TF's threads), but a failed element moves through the cycle as
+        TF's parallel interleave moves it (ops/dataset_pipeline.py's `Interleave`)."""
         t = self._fn_dataset(map_func, "interleave")
         cycle = _schedulable_cpus() if cycle_length in (None, AUTOTUNE) else cycle_length
         block_length = 1 if block_length is None else block_length
+        inputs = [
+            self._variant,
+            t.op_inputs(),
+            _i64(cycle, "cycle_length"),
+            _i64(block_length, "block_length"),
+        ]
+        if num_parallel_calls is None:
+            return self._then("InterleaveDataset", inputs, t.structure._structure, t.attrs())
+        inputs += [
+            _i64(AUTOTUNE, "buffer_output_elements"),
+            _i64(AUTOTUNE, "prefetch_input_elements"),
+            _i64(num_parallel_calls, "num_parallel_calls"),
+        ]
+        det = "default" if deterministic is None else str(bool(deterministic)).lower()
         return self._then(
-            "InterleaveDataset",
-            [
-                self._variant,
-                t.op_inputs(),
-                _i64(cycle, "cycle_length"),
-                _i64(block_length, "block_length"),
-            ],
+            "ParallelInterleaveDatasetV4",
+            inputs,
             t.structure._structure,
-            t.attrs(),
+            {**t.attrs(), "deterministic": det},
         )
 
     def batch(

@@ -168,8 +168,12 @@ def parallel_interleave(
     buffer_output_elements=None,
     prefetch_input_elements=None,
 ):
+    # (a parallel interleave, as TF's LegacyParallelInterleaveDatasetV2: a failed element
+    # moves through the cycle as in Dataset.interleave's with num_parallel_calls)
     def apply(ds: Dataset) -> Dataset:
-        return ds.interleave(map_func, cycle_length, block_length)
+        return ds.interleave(
+            map_func, cycle_length, block_length, cycle_length, deterministic=not sloppy
+        )
 
     return apply
 
