@@ -18,8 +18,7 @@ import dataset_autodeps_cases as cases  # noqa: E402
 RECORDED = json.loads((FIXTURES / "dataset_autodeps_tf.json").read_text())
 # Recorded, not yet matched here.
 _NOT_YET = {
-    "map_returns_empty_tuple", "map_returns_none", "parallel_map_returns_empty_tuple",
-    "reduce_empty_state", "scan_empty_output", "cond_unreturned", "cond_nested_unreturned",
+    "cond_unreturned", "cond_nested_unreturned",
     "cond_after_write", "read_after_cond", "while_unreturned",
     "read_after_while",
 }  # fmt: skip

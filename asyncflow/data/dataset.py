@@ -78,6 +78,19 @@ def _normalize(value):
     return ops.convert_to_tensor(value)
 
 
+def _at_least_one(op_type: str, attr: str, values) -> None:
+    """TF's dataset ops take at least one component (an element, a state): a function
+    returning none (`()`, `None`) is TF's ValueError as the op is made.
+
+    Raises:
+      ValueError: `values` is empty.
+    """
+    if not values:
+        raise ValueError(
+            f"Attr '{attr}' of '{op_type}' Op passed list of length 0 less than minimum 1."
+        )
+
+
 def _structure_of(value):
     """The _Spec structure of a normalized value (tensors, SparseTensors)."""
     return _pack(value, [_spec_of(t) for t in _flat(value)])
@@ -442,10 +455,20 @@ class Dataset:
         src, after = self, None
         if self._map is not None and (self._map[2] is None) == (num_parallel_calls is None):
             src, after = self._map[0], self._map[1]
-        t = _Traced(map_func, self._structure, "map", after)
+
+        def fn(*args):  # (None: no components, as TF's NoneTensorSpec)
+            out = map_func(*args)
+            return () if out is None else out
+
+        t = _Traced(fn, self._structure, "map", after)
         if isinstance(t.structure, Dataset):
             raise TypeError("map_func must not return a Dataset; use flat_map.")
         structure = _structure_of(t.structure)
+        _at_least_one(
+            "MapDataset" if num_parallel_calls is None else "ParallelMapDatasetV2",
+            "output_types",
+            _flat(structure),
+        )
         if num_parallel_calls is None:
             out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, t.attrs())
         else:
@@ -699,9 +722,10 @@ class Dataset:
                 break
             specs = relaxed
         attrs = {**t.attrs(), "Tstate": [s.dtype for s in specs]}
-        return self._then(
-            "ScanDataset", [self._variant, init, t.op_inputs()], _structure_of(out[1]), attrs
-        )
+        structure = _structure_of(out[1])
+        _at_least_one("ScanDataset", "Tstate", specs)
+        _at_least_one("ScanDataset", "output_types", _flat(structure))
+        return self._then("ScanDataset", [self._variant, init, t.op_inputs()], structure, attrs)
 
     def take_while(self, predicate, name=None) -> Dataset:
         """The elements up to the first for which `predicate` is false."""
@@ -814,6 +838,7 @@ class Dataset:
                 f"{[x.dtype.name for x in new_flat]}."
             )
         shapes = [s.shape.most_specific_compatible_shape(x.shape) for s, x in zip(specs, new_flat)]
+        _at_least_one("ReduceDataset", "Tstate", specs)
         op = ops.apply_op(
             "ReduceDataset",
             [self._variant, init, t.op_inputs()],
