@@ -16,21 +16,9 @@ sys.path.insert(0, str(FIXTURES))
 import dataset_autodeps_cases as cases  # noqa: E402
 
 RECORDED = json.loads((FIXTURES / "dataset_autodeps_tf.json").read_text())
-# Recorded, not yet matched here.
-_NOT_YET = {
-    "cond_unreturned", "cond_nested_unreturned",
-    "cond_after_write", "read_after_cond", "while_unreturned",
-    "read_after_while",
-}  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "key",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(strict=True)) if k in _NOT_YET else k
-        for k in sorted(cases.CASES)
-    ],
-)
+@pytest.mark.parametrize("key", sorted(cases.CASES))
 def test_dataset_autodeps_match_tf(key):
     with tf.Graph().as_default():
         assert cases.CASES[key](tf) == RECORDED["cases"][key]
@@ -71,3 +59,71 @@ def test_an_unused_read_is_not_a_control_output():
 
         tf.data.Dataset.range(3).map(fn)
         assert not [op for op in g.get_operations()[before:] if op.type == "NoOp"]
+
+
+def _cond_map(graph, fn):
+    """The ops `Dataset.range(3).map(fn)` makes in `graph`, its cond's Merge ops."""
+    before = len(graph.get_operations())
+    tf.data.Dataset.range(3).map(fn)
+    made = graph.get_operations()[before:]
+    return made, [op for op in made if op.type == "Merge"]
+
+
+def test_a_cond_without_stateful_ops_is_left_as_traced():
+    with tf.Graph().as_default() as g:
+        made, merges = _cond_map(g, lambda x: tf.cond(x > 1, lambda: x + 1, lambda: x + 2))
+        assert [t.op.type for t in merges[0].inputs] == ["AddV2", "AddV2"]
+        assert not [op for op in made if op.type == "NoOp"]
+
+
+def test_a_branch_whose_result_follows_its_stateful_op_is_left_as_traced():
+    with tf.Graph().as_default() as g:
+        v = tf.Variable(tf.constant(0, tf.int64), use_resource=True)
+
+        def fn(x):
+            one = tf.constant(1, tf.int64)
+            return tf.cond(x > 1, lambda: v.assign_add(one), lambda: v.assign_add(one + 1))
+
+        _, merges = _cond_map(g, fn)
+        assert not [t for t in merges[0].inputs if t.op.type == "Identity"]
+
+
+def test_a_branch_result_waits_for_its_unreturned_stateful_op():
+    with tf.Graph().as_default() as g:
+        v = tf.Variable(tf.constant(0, tf.int64), use_resource=True)
+        made = {}
+
+        def fn(x):
+            def add():
+                made["add"] = v.assign_add(x).op
+                return x + 1
+
+            return tf.cond(x > 1, add, lambda: x + 2)
+
+        _, merges = _cond_map(g, fn)
+        (merge,) = merges
+        waiting = [t.op for t in merge.inputs if made["add"] in t.op.control_inputs]
+        assert [op.type for op in waiting] == ["Identity"]
+
+
+def test_the_two_branches_of_a_cond_are_not_ordered_but_follow_the_op_before():
+    with tf.Graph().as_default() as g:
+        v = tf.Variable(tf.constant(0, tf.int64), use_resource=True)
+        made = {}
+
+        def fn(x):
+            made["first"] = v.assign(x, read_value=False)
+
+            def branch(key, n):
+                def run():
+                    made[key] = v.assign_add(tf.constant(n, tf.int64)).op
+                    return x
+
+                return run
+
+            return tf.cond(x > 1, branch("t", 1), branch("f", 2))
+
+        _cond_map(g, fn)
+        assert made["t"] not in made["f"].control_inputs
+        assert made["first"] in made["t"].control_inputs
+        assert made["first"] in made["f"].control_inputs

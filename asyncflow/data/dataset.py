@@ -189,12 +189,14 @@ class _Traced:
             op._traced_once = True
             if op not in own:
                 new.append(op)
+        autodeps.refuse_outer_refs(new, set(graph._ops[first_op:]))
+        base = graph._control_flow_context  # (the function's top level)
+        nest = autodeps.nesting(new, base)  # (its conds' and loops' results wait)
+        autodeps.order_by_resource(new, nest, base)
         inner = set(graph._ops[first_op:])
-        autodeps.refuse_outer_refs(new, inner)
-        autodeps.order_by_resource(new)
-        must = autodeps.control_outputs(new, self.outputs, inner)
+        must = autodeps.control_outputs(new, self.outputs, inner, nest, base)
         if after is not None and after.control is not None:  # (after the earlier map's)
-            autodeps.run_after(new, after.control)
+            autodeps.run_after(new, after.control, nest, base)
             must.insert(0, after.control)
         self.control = None  # (the NoOp the results wait for)
         if must:
