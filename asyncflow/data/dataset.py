@@ -454,6 +454,11 @@ class Dataset:
         """Elements `map_func(element)`; a map of a map runs as one fused function call
         (TF's map fusion), as sequential or parallel as the later map asks. The
         elements always come in order (`deterministic=False` allows any order)."""
+        return self._mapped(map_func, num_parallel_calls)
+
+    def _mapped(self, map_func, num_parallel_calls, op_type: str | None = None) -> Dataset:
+        """`map`; `op_type`: the op TF names in the error for a function returning no
+        component (`map_and_batch`'s MapAndBatchDataset; the map op by default)."""
         src, after = self, None
         if self._map is not None and (self._map[2] is None) == (num_parallel_calls is None):
             src, after = self._map[0], self._map[1]
@@ -466,11 +471,9 @@ class Dataset:
         if isinstance(t.structure, Dataset):
             raise TypeError("map_func must not return a Dataset; use flat_map.")
         structure = _structure_of(t.structure)
-        _at_least_one(
-            "MapDataset" if num_parallel_calls is None else "ParallelMapDatasetV2",
-            "output_types",
-            _flat(structure),
-        )
+        if op_type is None:
+            op_type = "MapDataset" if num_parallel_calls is None else "ParallelMapDatasetV2"
+        _at_least_one(op_type, "output_types", _flat(structure))
         if num_parallel_calls is None:
             out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, t.attrs())
         else:
