@@ -174,7 +174,7 @@ class _Traced:
             if not getattr(op, "_lifted", False):
                 op._in_dataset_function = True
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
-        self.captures = dataset_ops.function_captures(self.outputs, self.inputs, self.first_id)
+        self.captures = dataset_ops.function_captures(self.fetches, self.inputs, self.first_id)
 
     def _control_outputs(self, graph, first_op: int, after: _Traced | None) -> None:
         """TF's automatic control dependencies (data/autodeps.py): the function's
@@ -202,11 +202,20 @@ class _Traced:
         if must:
             self.outputs, self.control = autodeps.wait_for(self.outputs, must, "control_outputs")
 
+    @property
+    def fetches(self) -> list:
+        """What a call runs: the results; for a function with none (a group_by_reducer
+        state of no component) whose control outputs must run, that NoOp, named in the
+        op's `<prefix>_outputs` by its op name (ops/dataset_ops.py)."""
+        if not self.outputs and self.control is not None:
+            return [self.control]
+        return self.outputs
+
     def op_inputs(self):
         return list(self.captures)
 
     def attrs(self):
-        return dataset_ops.function_attrs(self.inputs, self.outputs, self.captures)
+        return dataset_ops.function_attrs(self.inputs, self.fetches, self.captures)
 
 
 def _i64(v, name):

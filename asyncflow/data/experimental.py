@@ -361,7 +361,7 @@ def group_by_reducer(key_func, reducer):
         fns = (("key", key), ("init", init), ("reduce", red), ("finalize", fin))
         attrs = {}
         for prefix, t in fns:
-            attrs.update(dataset_more.function_attrs(prefix, t.inputs, t.outputs, t.captures))
+            attrs.update(dataset_more.function_attrs(prefix, t.inputs, t.fetches, t.captures))
         return ds._then(
             "GroupByReducerDataset",
             [ds._variant, *(t.captures for _, t in fns)],

@@ -129,13 +129,17 @@ def _functions(op, inside: set) -> list:
     """The ops of the results of `op`'s traced functions (its `<prefix>_outputs` attrs);
     adds their own ops to `inside`: their arguments (`<prefix>_inputs`) and the ops
     that depend on those (a function made outside a trace, by a raw op's attrs)."""
-    get = op.graph.get_tensor_by_name
+    g = op.graph
+
+    def get(n: str):  # (a name without ":" names an op: a function's control outputs)
+        return g.get_tensor_by_name(n).op if ":" in n else g.get_operation_by_name(n)
+
     results, args = [], set()
     for key, names in op._attrs.items():
         if not isinstance(names, list | tuple) or not key.endswith(("_outputs", "_inputs")):
             continue
         try:
-            ops_ = [get(n).op for n in names if isinstance(n, str)]
+            ops_ = [get(n) for n in names if isinstance(n, str)]
         except (KeyError, ValueError):  # (not tensor names of this graph: no function)
             continue
         if key.endswith("_outputs"):
