@@ -176,10 +176,14 @@ def check_capturable(dataset_op) -> None:
         if op in seen:  # (checked with all it reads)
             continue
         seen.add(op)
-        if op not in inside and not _traced(op, spans):
+        traced = op in inside or _traced(op, spans)
+        if not traced:
             _check(op)
-        # (depth first in TF's order: the op's inputs, then what its functions capture)
+        # (depth first in TF's order: the op's inputs, then what its functions capture;
+        # in a function, its control inputs too: its control outputs' ops capture theirs)
         nxt = [t.op for t in op.inputs] + _functions(op, inside)
+        if traced:
+            nxt[len(op.inputs) : len(op.inputs)] = op.control_inputs
         stack.extend(reversed(nxt))
 
 
