@@ -213,15 +213,17 @@ class _Nesting:
         return self._known(op._control_flow_context)
 
     def exclusive(self, a, b) -> bool:
-        """Whether ops `a` and `b` are in the two branches of one cond."""
-        seen = {}
-        for ctx in self._chain(a, self.base):
-            if isinstance(ctx, CondContext):
-                seen[ctx.pivot.op._inputs[0].op if ctx.pivot.op._inputs else ctx] = ctx
+        """Whether ops `a` and `b` are in the two branches of one cond (the branches'
+        pivots are the two results of one Switch of the predicate)."""
+        branches = {
+            _switch_of(ctx): ctx.branch
+            for ctx in self._chain(a, self.base)
+            if isinstance(ctx, CondContext)
+        }
         for ctx in self._chain(b, self.base):
             if isinstance(ctx, CondContext):
-                other = seen.get(ctx.pivot.op._inputs[0].op if ctx.pivot.op._inputs else ctx)
-                if other is not None and other.branch != ctx.branch:
+                branch = branches.get(_switch_of(ctx))
+                if branch is not None and branch != ctx.branch:
                     return True
         return False
 
@@ -234,6 +236,12 @@ class _Nesting:
         while ctx not in around:
             ctx = ctx.outer_context
         return ctx
+
+
+def _switch_of(ctx):
+    """The Switch whose results are cond branch `ctx`'s pivot and its sibling's."""
+    inputs = ctx.pivot.op._inputs
+    return inputs[0].op if inputs else ctx
 
 
 def _before(op, ctx) -> set:
