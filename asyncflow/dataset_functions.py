@@ -19,7 +19,9 @@ of the element's components), `{prefix}_outputs` (the results) and `{prefix}_cap
   a call (`node:out_arg:k` becomes the flat output index); calls and dataset functions
   inside the body are expanded the same way, recursively;
 - DT_VARIANT in the type attrs of the body's nodes and of `n` becomes DT_STRING;
-- the attr `a` is replaced by the three name-list attrs, with the prefix below; but
+- the attr `a` is replaced by the three name-list attrs, with the prefix below (a
+  function with no results names its `control_ret` nodes, by op name, as its results:
+  each call runs them); but
   a `OneShotIterator`'s `dataset_factory` (no arguments, one dataset) becomes the
   node's `dataset` input instead, as asyncflow's OneShotIterator takes it.
 
@@ -144,6 +146,10 @@ def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> 
                 raise ValueError(f"Function '{fname}' returns no value for '{arg.name}'")
             text = _body_input(fdef.ret[arg.name], scope, args, body, functions, fname)
             results.append(text if ":" in text else f"{text}:0")
+        if not results:  # (no results: its control outputs, by op name, run at each call)
+            made = {n.name for n in out}
+            controls = (f"{scope}/{n}" for n in sorted(set(fdef.control_ret.values())))
+            results = [n for n in controls if n in made]
         del node.attr[attr]
         if attr == "dataset_factory":  # OneShotIterator: the dataset, built once
             if len(results) != 1 or placeholders:
@@ -211,7 +217,8 @@ def _variants_as_strings(nd: NodeDef) -> None:
 #   and capture placeholders; each becomes a node of a FunctionDef named
 #   `__inference_<d>_<attr>_<n>`, its inputs in TF's `node:out_arg:index` form;
 # - the signature: an argument per placeholder (a dataset handle, a window or a dataset
-#   passed along, as DT_VARIANT) and a result per output;
+#   passed along, as DT_VARIANT) and a result per output (an op named there, by a
+#   function with no results, is a control output: `control_ret`);
 # - `d` gets TF's func attr and loses the name-list attrs;
 # - the function's own nodes (its body, its placeholders and whatever depends on them)
 #   leave the top level, unless something outside the function uses them.
@@ -393,12 +400,15 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
     get = graph.get_tensor_by_name
     try:
         inputs = [get(n) for n in attrs[prefix + "_inputs"]]
-        outputs = [get(n) for n in attrs[prefix + "_outputs"]]
+        results = attrs[prefix + "_outputs"]
+        outputs = [get(n) for n in results if ":" in n]
+        # (a function with no results names its control outputs' ops: TF's control_ret)
+        controls = [graph.get_operation_by_name(n) for n in results if ":" not in n]
         captures = [get(n) for n in attrs[prefix + "_captures"]]
     except (KeyError, ValueError):
         raise _CannotExport(op.name) from None
     stops = {t.op.name for t in inputs + captures}
-    body = _walk_back([t.op for t in outputs], stops, by_name)
+    body = _walk_back([t.op for t in outputs] + controls, stops, by_name)
     counter[0] += 1
     fdef = FunctionDef()
     sig = fdef.signature
@@ -418,6 +428,9 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
         dataset = (op.type, prefix) in _RETURNS_DATASET or _is_dataset(t)
         out.type = _VARIANT if dataset else t.dtype.base_dtype.as_datatype_enum
         fdef.ret[out.name] = args[t.name] if t.name in args else _output_ref(t, names)
+    for c in controls:
+        sig.control_output.append(names[c.name])
+        fdef.control_ret[names[c.name]] = names[c.name]
     nd = by_name[op.name]
     targs = "Targuments" if prefix == "f" else f"T{_TF_ATTR[prefix]}_other_arguments"
     if targs in nd.attr and captures:

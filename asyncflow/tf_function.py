@@ -514,7 +514,7 @@ def _inline(graph, fg: FuncGraph, call: str, args: list, stateful: bool = False,
             attrs["frame_name"] = frames[frame]
         if "_class" in attrs:
             attrs["_class"] = [_rename_loc(c, call, fg) for c in attrs["_class"]]
-        _rename_function_tensors(op, attrs, fg, tmap)
+        _rename_function_tensors(op, attrs, fg, tmap, omap)
         name = graph.unique_name(f"{call}/{op.name}", mark_as_used=True)
         controls = [omap[c] for c in op._control_inputs]
         if not op._inputs:
@@ -546,15 +546,20 @@ def _inline(graph, fg: FuncGraph, call: str, args: list, stateful: bool = False,
     return result
 
 
-def _rename_function_tensors(op, attrs: dict, fg, tmap: dict) -> None:
+def _rename_function_tensors(op, attrs: dict, fg, tmap: dict, omap: dict) -> None:
     """A dataset op names its traced function's tensors in list attrs (`f_inputs`, ...:
-    ops/dataset_ops.py); the copy names the copies (the function's ops come first in
-    the body, so they are copied by now)."""
+    ops/dataset_ops.py; a name without ":" an op, the control outputs of a function
+    with no results); the copy names the copies (the function's ops come first in the
+    body, so they are copied by now)."""
     for key, names in attrs.items():
         if not key.endswith(FUNCTION_LIST_ATTRS) or op.op_def.attrs.get(key) != []:
             continue
         renamed = []
         for n in names:
+            if isinstance(n, str) and ":" not in n:
+                o = fg._ops_by_name.get(n)
+                renamed.append(omap[o].name if o is not None and o in omap else n)
+                continue
             try:
                 t = fg.get_tensor_by_name(n)
             except (KeyError, ValueError):

@@ -436,12 +436,14 @@ def _fn(ctx, prefix: str, captured) -> pl.Function:
     key = "fn_" + prefix
     fn = st.get(key)
     if fn is None:
-        get = ctx.op.graph.get_tensor_by_name
+        g = ctx.op.graph
         a = ctx.attrs
-        fn = st[key] = tuple(
-            [get(n) for n in a[f"{prefix}_{part}"]] for part in ("inputs", "outputs", "captures")
+        fn = st[key] = (
+            [g.get_tensor_by_name(n) for n in a[f"{prefix}_inputs"]],
+            [dso.function_result(g, n) for n in a[f"{prefix}_outputs"]],
+            [g.get_tensor_by_name(n) for n in a[f"{prefix}_captures"]],
         )
-    return pl.Function(fn, fn[0], fn[1], fn[2], captured)
+    return dso.make_function(fn, captured)
 
 
 def _fn_attrs(prefix: str) -> dict:

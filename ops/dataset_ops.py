@@ -12,7 +12,9 @@ runs or a prefetch buffer is empty.  The end of the data is `OutOfRangeError`.
 
 Traced functions (map, filter, flat_map, interleave) are ops in the same graph, fed
 through placeholders: a function op carries the names of its argument placeholders
-(`f_inputs`), of its results (`f_outputs`) and of the outer placeholders it captures
+(`f_inputs`), of its results (`f_outputs`; for a function with no results whose control
+outputs must run, a group_by_reducer's of an empty state, the name of the op each call
+runs, as TF's FunctionDef `control_ret`) and of the outer placeholders it captures
 (`f_captures`, whose values arrive as the op's `other_arguments`, so an initializable
 iterator's feeds reach its functions).  A call is a nested step of the session.  TF's
 GraphDefs name FunctionDefs instead (`f`, `predicate`, `key_func`, ...): import turns
@@ -111,6 +113,23 @@ def _recording(kernel):
     return recorded
 
 
+def function_result(graph, name: str):
+    """A name of a function's `<prefix>_outputs`: a tensor (`op:0`), or an op (no `:`),
+    the NoOp of the control outputs of a function with no results, which each call
+    runs (TF's FunctionDef `control_ret`)."""
+    if ":" in name:
+        return graph.get_tensor_by_name(name)
+    return graph.get_operation_by_name(name)
+
+
+def make_function(fn: tuple, captured) -> pl.Function:
+    """The `pl.Function` of resolved (inputs, outputs, captures) `fn`: a function whose
+    outputs are ops (no results) runs them, its result ()."""
+    outputs = fn[1]
+    cls = pl.Effects if outputs and isinstance(outputs[0], ops.Operation) else pl.Function
+    return cls(fn, fn[0], outputs, fn[2], captured)
+
+
 def _function(ctx, captured) -> pl.Function:
     """The traced function of this op, resolved once per (session, op)."""
     st = ctx.kernel_state
@@ -121,7 +140,7 @@ def _function(ctx, captured) -> pl.Function:
         get = g.get_tensor_by_name
         fn = (
             [get(n) for n in a["f_inputs"]],
-            [get(n) for n in a["f_outputs"]],
+            [function_result(g, n) for n in a["f_outputs"]],
             [get(n) for n in a["f_captures"]],
         )
         # A task plans it now (distributed/task_functions.py): an op of another task's
@@ -130,7 +149,7 @@ def _function(ctx, captured) -> pl.Function:
         if prepare is not None:
             prepare(*fn)
         st["fn"] = fn
-    return pl.Function(fn, fn[0], fn[1], fn[2], captured)
+    return make_function(fn, captured)
 
 
 def _datasets_may_fail(ctx, prefix: str = "f") -> bool:

@@ -41,7 +41,7 @@ from asyncflow.crc32c import crc32c_gil_free
 from asyncflow.kernel_api import parked_task, with_pass_random
 from asyncflow.ops import philox_random
 
-__all__ = ["DatasetValue", "Env", "Function"]
+__all__ = ["DatasetValue", "Effects", "Env", "Function"]
 
 _CRC_GIL_FREE = crc32c_gil_free()  # None with the pure-Python CRC
 
@@ -394,6 +394,19 @@ class Function:
         feeds.update(zip(self.inputs, elem))
         out = await with_pass_random(env.session.arun(self.outputs, feeds), env.random_states)
         return tuple(out)
+
+
+class Effects(Function):
+    """A traced function with no results, run for its effects: its outputs are ops (the
+    NoOp of its control outputs), and each call's result is ()."""
+
+    def __call__(self, env: Env, elem: tuple):
+        return _no_results(super().__call__(env, elem))
+
+
+async def _no_results(run) -> tuple:
+    await run
+    return ()
 
 
 # -- transformations -----------------------------------------------------------------------

@@ -78,6 +78,19 @@ def _normalize(value):
     return ops.convert_to_tensor(value)
 
 
+def _at_least_one(op_type: str, attr: str, values) -> None:
+    """TF's dataset ops take at least one component (an element, a state): a function
+    returning none (`()`, `None`) is TF's ValueError as the op is made.
+
+    Raises:
+      ValueError: `values` is empty.
+    """
+    if not values:
+        raise ValueError(
+            f"Attr '{attr}' of '{op_type}' Op passed list of length 0 less than minimum 1."
+        )
+
+
 def _structure_of(value):
     """The _Spec structure of a normalized value (tensors, SparseTensors)."""
     return _pack(value, [_spec_of(t) for t in _flat(value)])
@@ -161,7 +174,7 @@ class _Traced:
             if not getattr(op, "_lifted", False):
                 op._in_dataset_function = True
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
-        self.captures = dataset_ops.function_captures(self.outputs, self.inputs, self.first_id)
+        self.captures = dataset_ops.function_captures(self.fetches, self.inputs, self.first_id)
 
     def _control_outputs(self, graph, first_op: int, after: _Traced | None) -> None:
         """TF's automatic control dependencies (data/autodeps.py): the function's
@@ -176,22 +189,33 @@ class _Traced:
             op._traced_once = True
             if op not in own:
                 new.append(op)
+        autodeps.refuse_outer_refs(new, set(graph._ops[first_op:]))
+        base = graph._control_flow_context  # (the function's top level)
+        nest = autodeps.nesting(new, base)  # (its conds' and loops' results wait)
+        autodeps.order_by_resource(new, nest, base)
         inner = set(graph._ops[first_op:])
-        autodeps.refuse_outer_refs(new, inner)
-        autodeps.order_by_resource(new)
-        must = autodeps.control_outputs(new, self.outputs, inner)
+        must = autodeps.control_outputs(new, self.outputs, inner, nest, base)
         if after is not None and after.control is not None:  # (after the earlier map's)
-            autodeps.run_after(new, after.control)
+            autodeps.run_after(new, after.control, nest, base)
             must.insert(0, after.control)
         self.control = None  # (the NoOp the results wait for)
         if must:
             self.outputs, self.control = autodeps.wait_for(self.outputs, must, "control_outputs")
 
+    @property
+    def fetches(self) -> list:
+        """What a call runs: the results; for a function with none (a group_by_reducer
+        state of no component) whose control outputs must run, that NoOp, named in the
+        op's `<prefix>_outputs` by its op name (ops/dataset_ops.py)."""
+        if not self.outputs and self.control is not None:
+            return [self.control]
+        return self.outputs
+
     def op_inputs(self):
         return list(self.captures)
 
     def attrs(self):
-        return dataset_ops.function_attrs(self.inputs, self.outputs, self.captures)
+        return dataset_ops.function_attrs(self.inputs, self.fetches, self.captures)
 
 
 def _i64(v, name):
@@ -439,13 +463,26 @@ class Dataset:
         """Elements `map_func(element)`; a map of a map runs as one fused function call
         (TF's map fusion), as sequential or parallel as the later map asks. The
         elements always come in order (`deterministic=False` allows any order)."""
+        return self._mapped(map_func, num_parallel_calls)
+
+    def _mapped(self, map_func, num_parallel_calls, op_type: str | None = None) -> Dataset:
+        """`map`; `op_type`: the op TF names in the error for a function returning no
+        component (`map_and_batch`'s MapAndBatchDataset; the map op by default)."""
         src, after = self, None
         if self._map is not None and (self._map[2] is None) == (num_parallel_calls is None):
             src, after = self._map[0], self._map[1]
-        t = _Traced(map_func, self._structure, "map", after)
+
+        def fn(*args):  # (None: no components, as TF's NoneTensorSpec)
+            out = map_func(*args)
+            return () if out is None else out
+
+        t = _Traced(fn, self._structure, "map", after)
         if isinstance(t.structure, Dataset):
             raise TypeError("map_func must not return a Dataset; use flat_map.")
         structure = _structure_of(t.structure)
+        if op_type is None:
+            op_type = "MapDataset" if num_parallel_calls is None else "ParallelMapDatasetV2"
+        _at_least_one(op_type, "output_types", _flat(structure))
         if num_parallel_calls is None:
             out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, t.attrs())
         else:
@@ -711,9 +748,10 @@ class Dataset:
                 break
             specs = relaxed
         attrs = {**t.attrs(), "Tstate": [s.dtype for s in specs]}
-        return self._then(
-            "ScanDataset", [self._variant, init, t.op_inputs()], _structure_of(out[1]), attrs
-        )
+        structure = _structure_of(out[1])
+        _at_least_one("ScanDataset", "Tstate", specs)
+        _at_least_one("ScanDataset", "output_types", _flat(structure))
+        return self._then("ScanDataset", [self._variant, init, t.op_inputs()], structure, attrs)
 
     def take_while(self, predicate, name=None) -> Dataset:
         """The elements up to the first for which `predicate` is false."""
@@ -826,6 +864,7 @@ class Dataset:
                 f"{[x.dtype.name for x in new_flat]}."
             )
         shapes = [s.shape.most_specific_compatible_shape(x.shape) for s, x in zip(specs, new_flat)]
+        _at_least_one("ReduceDataset", "Tstate", specs)
         op = ops.apply_op(
             "ReduceDataset",
             [self._variant, init, t.op_inputs()],

@@ -155,7 +155,8 @@ def map_and_batch(
     """`ds.apply(map_and_batch(f, n))` is `ds.map(f, ...).batch(n, drop_remainder)`."""
 
     def apply(ds: Dataset) -> Dataset:
-        return ds.map(map_func, num_parallel_calls).batch(batch_size, drop_remainder)
+        mapped = ds._mapped(map_func, num_parallel_calls, "MapAndBatchDataset")
+        return mapped.batch(batch_size, drop_remainder)
 
     return apply
 
@@ -338,8 +339,8 @@ class Reducer:
 def group_by_reducer(key_func, reducer):
     """One output per key (in the order keys first appear): the finalized state of
     the key's elements reduced from its initial state."""
-    from asyncflow.data.dataset import _structure_of, _Traced
-    from asyncflow.data.structure import _Spec
+    from asyncflow.data.dataset import _at_least_one, _structure_of, _Traced
+    from asyncflow.data.structure import _flat, _Spec
     from asyncflow.ops import dataset_more
 
     def apply(ds: Dataset) -> Dataset:
@@ -359,14 +360,16 @@ def group_by_reducer(key_func, reducer):
                 f"{[t.dtype.name for t in red.outputs]}."
             )
         fin = _Traced(reducer.finalize_func, state, "finalize_func")
+        structure = _structure_of(fin.structure)
+        _at_least_one("ExperimentalGroupByReducerDataset", "output_types", _flat(structure))
         fns = (("key", key), ("init", init), ("reduce", red), ("finalize", fin))
         attrs = {}
         for prefix, t in fns:
-            attrs.update(dataset_more.function_attrs(prefix, t.inputs, t.outputs, t.captures))
+            attrs.update(dataset_more.function_attrs(prefix, t.inputs, t.fetches, t.captures))
         return ds._then(
             "GroupByReducerDataset",
             [ds._variant, *(t.captures for _, t in fns)],
-            _structure_of(fin.structure),
+            structure,
             attrs,
         )
 

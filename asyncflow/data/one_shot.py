@@ -129,13 +129,17 @@ def _functions(op, inside: set) -> list:
     """The ops of the results of `op`'s traced functions (its `<prefix>_outputs` attrs);
     adds their own ops to `inside`: their arguments (`<prefix>_inputs`) and the ops
     that depend on those (a function made outside a trace, by a raw op's attrs)."""
-    get = op.graph.get_tensor_by_name
+    g = op.graph
+
+    def get(n: str):  # (a name without ":" names an op: a function's control outputs)
+        return g.get_tensor_by_name(n).op if ":" in n else g.get_operation_by_name(n)
+
     results, args = [], set()
     for key, names in op._attrs.items():
         if not isinstance(names, list | tuple) or not key.endswith(("_outputs", "_inputs")):
             continue
         try:
-            ops_ = [get(n).op for n in names if isinstance(n, str)]
+            ops_ = [get(n) for n in names if isinstance(n, str)]
         except (KeyError, ValueError):  # (not tensor names of this graph: no function)
             continue
         if key.endswith("_outputs"):
@@ -172,10 +176,14 @@ def check_capturable(dataset_op) -> None:
         if op in seen:  # (checked with all it reads)
             continue
         seen.add(op)
-        if op not in inside and not _traced(op, spans):
+        traced = op in inside or _traced(op, spans)
+        if not traced:
             _check(op)
-        # (depth first in TF's order: the op's inputs, then what its functions capture)
+        # (depth first in TF's order: the op's inputs, then what its functions capture;
+        # in a function, its control inputs too: its control outputs' ops capture theirs)
         nxt = [t.op for t in op.inputs] + _functions(op, inside)
+        if traced:
+            nxt[len(op.inputs) : len(op.inputs)] = op.control_inputs
         stack.extend(reversed(nxt))
 
 

@@ -182,8 +182,8 @@ def load(cls, trace, path, element_spec=None, compression=None, reader_func=None
 
 def _canon(op, key, value, tensor_digest) -> bytes:
     if key.endswith(("_inputs", "_outputs", "_captures")) and isinstance(value, list):
-        get = op.graph.get_tensor_by_name
-        return b"|".join(tensor_digest(get(n)) for n in value)
+        g = op.graph
+        return b"|".join(tensor_digest(dataset_ops.function_result(g, n)) for n in value)
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             return repr(value.tolist()).encode()
@@ -217,6 +217,8 @@ def graph_hash(tensor: ops.Tensor) -> int:
         return d
 
     def tensor_digest(x) -> bytes:
+        if isinstance(x, ops.Operation):  # (a function's control outputs: `^name`)
+            return b"^" + op_digest(x)
         return op_digest(x.op) + b":%d" % x.value_index
 
     return int.from_bytes(op_digest(tensor.op)[:8], "little") >> 1

@@ -120,9 +120,10 @@ def _refuse():
 # -- registration --------------------------------------------------------------------------
 
 
-def _function_tensors(op) -> list:
-    """The tensors a dataset op's traced functions name in its attrs (`f_inputs`,
-    `key_outputs`, ...): their bodies are part of the dataset."""
+def _function_ops(op) -> list:
+    """The ops of the tensors a dataset op's traced functions name in its attrs
+    (`f_inputs`, `key_outputs`, ...), and the ops a function with no results names
+    (its control outputs): their bodies are part of the dataset."""
     g = op.graph
     out = []
     for name, v in op._attrs.items():
@@ -130,7 +131,9 @@ def _function_tensors(op) -> list:
             for t in v:
                 t = t.decode() if isinstance(t, bytes) else t
                 if isinstance(t, str) and ":" in t:
-                    out.append(g.get_tensor_by_name(t))
+                    out.append(g.get_tensor_by_name(t).op)
+                elif isinstance(t, str) and name.endswith("_outputs"):
+                    out.append(g.get_operation_by_name(t))
     return out
 
 
@@ -148,9 +151,9 @@ def dataset_graph(tensor) -> bytes:
         if o.name in seen:
             continue
         seen[o.name] = o
-        fn = _function_tensors(o)
-        args.update(t.op.name for t in fn if t.op.type.startswith("Placeholder"))
-        stack.extend(t.op for t in fn)
+        fn = _function_ops(o)
+        args.update(f.name for f in fn if f.type.startswith("Placeholder"))
+        stack.extend(fn)
         stack.extend(t.op for t in o.inputs)
         stack.extend(o.control_inputs)
     for o in seen.values():
