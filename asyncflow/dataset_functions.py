@@ -49,6 +49,7 @@ __all__ = ["FUNCTION_LIST_ATTRS", "export", "instantiate"]
 
 _VARIANT = 21
 _STRING = 7
+_RESOURCE = 20
 
 # The attrs asyncflow's dataset ops name a traced function's tensors with.
 FUNCTION_LIST_ATTRS = ("_inputs", "_outputs", "_captures")
@@ -79,18 +80,69 @@ def _has_func(nd: NodeDef) -> bool:
     return any(v.WhichOneof("value") == "func" for v in nd.attr.values())
 
 
-def instantiate(nodes: list[NodeDef], library) -> list[NodeDef]:
-    """`nodes` with every dataset function attr instantiated (see the module note)."""
+def instantiate(nodes: list[NodeDef], library, inside: set[str] | None = None) -> list[NodeDef]:
+    """`nodes` with every dataset function attr instantiated (see the module note);
+    the names of the nodes made from the functions (their argument placeholders and
+    bodies) go into `inside`, where given: the importer marks their ops as a traced
+    function's (`_in_dataset_function`: an unshared resource one makes lasts a pass,
+    kernel_api.kernel_resource)."""
     if not any(_has_func(nd) for nd in nodes):
         return nodes
     functions = {f.signature.name: f for f in library.function}
+    top = {nd.name: nd for nd in nodes}
     out: list[NodeDef] = []
     for nd in nodes:
-        _rewrite(nd, functions, library, out, ())
+        _rewrite(nd, functions, library, out, (), inside, top)
     return out
 
 
-def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> None:
+def _captured_dtype(nd: NodeDef, types_attr: str, k: int, top: dict) -> int | None:
+    """The dtype of `nd`'s `k`th captured value (the input list typed by `types_attr`)
+    as this runtime's op makes it, where its producer is a node of the GraphDef with a
+    fixed first output type: a resource TF captures (a lifted `tf.FIFOQueue`'s handle,
+    DT_RESOURCE in the function's signature) is a string handle here.  None where
+    unknown."""
+    try:
+        op_def = get_op_def(nd.op)
+    except KeyError:
+        return None
+    pos = 0
+    for arg in op_def.inputs:
+        if arg.type_attr == types_attr:
+            break
+        if arg.number_attr:
+            pos += nd.attr[arg.number_attr].i
+        elif arg.type_attr and getattr(op_def.attrs.get(arg.type_attr), "is_list", False):
+            pos += len(nd.attr[arg.type_attr].list.type)
+        else:
+            pos += 1
+    else:
+        return None
+    data = [t for t in nd.input if not t.startswith("^")]
+    if pos + k >= len(data):
+        return None
+    name, _, index = data[pos + k].partition(":")
+    producer = top.get(name)
+    if producer is None or index not in ("", "0"):
+        return None
+    try:
+        outputs = get_op_def(producer.op).outputs
+    except KeyError:
+        return None
+    if not outputs or outputs[0].fixed_dtype is None or outputs[0].number_attr:
+        return None
+    return outputs[0].fixed_dtype.as_datatype_enum
+
+
+def _rewrite(
+    nd: NodeDef,
+    functions: dict,
+    library,
+    out: list,
+    stack: tuple,
+    inside: set | None = None,
+    top: dict | None = None,
+) -> None:
     if not _has_func(nd):
         out.append(nd)
         return
@@ -125,9 +177,12 @@ def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> 
         scope = f"{nd.name}/_{attr}"
         args: dict[str, str] = {}
         placeholders: list[str] = []
-        for arg in sig.input_arg:
+        first_capture = len(sig.input_arg) - n_captures
+        for i, arg in enumerate(sig.input_arg):
             ph = NodeDef(name=f"{scope}/{arg.name}", op="Placeholder", device=nd.device)
             dtype = _arg_type(arg, nd)
+            if dtype == _RESOURCE and i >= first_capture and top is not None:
+                dtype = _captured_dtype(nd, types_attr, i - first_capture, top) or dtype
             ph.attr["dtype"].type = _STRING if dtype == _VARIANT else dtype
             out.append(ph)
             args[arg.name] = ph.name
@@ -136,7 +191,11 @@ def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> 
         inner: list[NodeDef] = []
         for b in body_nodes:
             _rewrite(b, functions, library, inner, (*stack, fname))
-        out.extend(inline_calls(inner, library))
+        inner = inline_calls(inner, library)
+        if inside is not None:
+            inside.update(args.values())
+            inside.update(b.name for b in inner)
+        out.extend(inner)
         body = {b.name: b for b in fdef.node_def}
         results = []
         for arg in sig.output_arg:

@@ -1,0 +1,44 @@
+"""Resources made inside dataset functions that were not traced here, against TF 2.21
+(tests/fixtures/record_dataset_resources_imported_tf.py): a GraphDef TF wrote, whose map
+function makes a queue, an accumulator, a barrier or a table, imported and read for two
+passes (an unshared resource lasts one pass, as a traced function's: the importer marks
+the function's ops, dataset_functions.instantiate; the lifted `tf.FIFOQueue`, a capture
+of the function, and a table named by its node last the session)."""
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+import asyncflow as tf
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+import record_dataset_resources_imported_tf as rec  # noqa: E402
+
+RECORDED = json.loads((rec.OUT / "tf.json").read_text())
+
+
+def _graph_def(case: str):
+    gd = tf.GraphDef()
+    gd.ParseFromString((rec.OUT / f"{case}.pb").read_bytes())
+    return gd
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["graphdef"]))
+def test_imported_graphdef_resources_match_tf(case):
+    ref = RECORDED["graphdef"][case]
+    assert rec.drain(tf, _graph_def(case), ref["init"], ref["next"]) == ref["values"]
+
+
+def test_imported_function_ops_are_marked_and_plain_ones_are_not():
+    # Only the function's nodes (its argument placeholders and body) are the function's;
+    # the lifted queue, a capture, stays the graph's.
+    with tf.Graph().as_default() as g:
+        tf.import_graph_def(_graph_def("fifo_queue"), name="imp")
+        marked = {op.name for op in g.get_operations() if getattr(op, "_in_dataset_function", 0)}
+    assert "imp/fifo_queue" not in marked
+    assert "imp/MapDataset/_f/fifo_queue_enqueue" in marked
+    assert "imp/MapDataset/_f/args_0" in marked
+    assert all(n.startswith("imp/MapDataset/_f/") for n in marked)
