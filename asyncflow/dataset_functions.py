@@ -360,9 +360,12 @@ def _export_functions(graph, gd) -> None:
         if not prefixes or op.name not in by_name:
             continue
         nd = by_name[op.name]
+        before = NodeDef()
+        before.CopyFrom(nd)
         try:
             converted = [_export_one(graph, op, p, gd, by_name, counter) for p in prefixes]
         except _CannotExport:
+            nd.CopyFrom(before)  # (asyncflow's form: its captured inputs as they were)
             continue
         for prefix, (fname, own) in zip(prefixes, converted, strict=True):
             for suffix in FUNCTION_LIST_ATTRS:
@@ -457,7 +460,10 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
     except (KeyError, ValueError):
         raise _CannotExport(op.name) from None
     stops = {t.op.name for t in inputs + captures}
-    body = _walk_back([t.op for t in outputs], stops, by_name)
+    lifted: list = []
+    body = _walk_back([t.op for t in outputs], stops, by_name, lifted)
+    if lifted:  # (TF's form: made outside the function, its handle a captured value)
+        _capture_lifted(op, prefix, body, lifted, captures, by_name[op.name])
     counter[0] += 1
     fdef = FunctionDef()
     sig = fdef.signature
@@ -468,9 +474,14 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
         arg = sig.input_arg.add()
         arg.name = f"args_{i}" if i < len(inputs) else f"captured_{i - len(inputs)}"
         arg.type = _VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
+        if getattr(t.op, "_lifted", False):
+            arg.type = _RESOURCE  # (TF's handle; instantiate makes it this runtime's)
         args[t.name] = arg.name
         names.setdefault(t.op.name, arg.name)  # (a control input on it)
     _add_body(fdef, body, names, by_name, args)
+    # (TF parallelizes or reorders calls of a function not marked stateful: a queue's
+    # enqueue and size in a map would race)
+    sig.is_stateful = any(o.op_def.stateful for o in body)
     for k, t in enumerate(outputs):
         out = sig.output_arg.add()
         out.name = f"output_{k}"
@@ -480,7 +491,8 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
     nd = by_name[op.name]
     targs = "Targuments" if prefix == "f" else f"T{_TF_ATTR[prefix]}_other_arguments"
     if targs in nd.attr and captures:
-        types = [_VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
+        types = [_RESOURCE if getattr(t.op, "_lifted", False)
+                 else _VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
                  for t in captures]  # fmt: skip
         del nd.attr[targs].list.type[:]
         nd.attr[targs].list.type.extend(types)
@@ -535,17 +547,21 @@ def _export_one_shot(op, by_name, gd) -> None:
     nd.attr["dataset_factory"].func.name = fdef.signature.name
 
 
-def _walk_back(roots, stops, by_name: dict) -> list:
+def _walk_back(roots, stops, by_name: dict, lifted: list | None = None) -> list:
     """The ops reached backward from `roots` (data and control inputs), stopping at the
-    ops of the function's arguments (names `stops`), in graph order.  Another
-    placeholder, a variable or an op the GraphDef lacks cannot go into a FunctionDef
-    (_CannotExport)."""
+    ops of the function's arguments (names `stops`), in graph order; with `lifted`, also
+    at the ops TF makes outside the function (`_lifted`: a tf.FIFOQueue's, a
+    StaticHashTable's), which go into `lifted`.  Another placeholder, a variable or an
+    op the GraphDef lacks cannot go into a FunctionDef (_CannotExport)."""
     body, seen, stack = [], set(), list(roots)
     while stack:
         o = stack.pop()
         if o.name in seen or o.name in stops:
             continue
         seen.add(o.name)
+        if lifted is not None and getattr(o, "_lifted", False):
+            lifted.append(o)
+            continue
         if o.type in _VARIABLES or o.type.startswith("Placeholder") or o.name not in by_name:
             raise _CannotExport(o.name)
         body.append(o)
@@ -553,6 +569,37 @@ def _walk_back(roots, stops, by_name: dict) -> list:
         stack.extend(o.control_inputs)
     body.sort(key=lambda o: o._id)
     return body
+
+
+def _capture_lifted(op, prefix: str, body: list, lifted: list, captures: list, nd) -> None:
+    """The outputs of the `lifted` ops that `body` reads become captured values of
+    `op`'s function `prefix`, after its `captures` (appended there), and inputs of its
+    NodeDef `nd` at the end of that function's captured inputs, as TF writes a resource
+    made outside a function: the op stays the graph's, and a resource it makes lasts the
+    session (imported again, kernel_api.kernel_resource does not see it as the
+    function's)."""
+    made = set(lifted)
+    extra = []
+    for o in body:  # (a control input on one is dropped, as _add_body drops it)
+        for t in o.inputs:
+            if t.op in made and t not in extra and t not in captures:
+                extra.append(t)
+    if not extra:
+        return
+    targs = "Targuments" if prefix == "f" else f"T{_TF_ATTR[prefix]}_other_arguments"
+    pos = 0
+    for spec, (_, n) in zip(get_op_def(op.type).inputs, _arg_sizes(op, "inputs"), strict=True):
+        pos += n
+        if spec.type_attr == targs:
+            break
+    else:
+        raise _CannotExport(op.name)
+    data = [t for t in nd.input if not t.startswith("^")]
+    controls = [t for t in nd.input if t.startswith("^")]
+    data[pos:pos] = [t.op.name if t.value_index == 0 else t.name for t in extra]
+    del nd.input[:]
+    nd.input.extend(data + controls)
+    captures.extend(extra)  # (their types into `targs`: _export_one)
 
 
 def _add_body(fdef, body: list, names: dict, by_name: dict, args: dict) -> None:

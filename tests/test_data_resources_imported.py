@@ -42,3 +42,20 @@ def test_imported_function_ops_are_marked_and_plain_ones_are_not():
     assert "imp/MapDataset/_f/fifo_queue_enqueue" in marked
     assert "imp/MapDataset/_f/args_0" in marked
     assert all(n.startswith("imp/MapDataset/_f/") for n in marked)
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["graphdef"]))
+def test_own_graphdef_round_trip_keeps_resource_lifetimes(case):
+    # asyncflow's GraphDef of the same dataset (its functions as TF's FunctionDefs, a
+    # lifted queue outside them as a captured resource), imported again: TF's elements.
+    g, inits, nexts = rec.build(tf, case)
+    assert rec.drain(tf, g.as_graph_def(), inits, nexts) == RECORDED["graphdef"][case]["values"]
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["tf_ran_ours"]))
+def test_tf_read_our_graphdef_as_its_own(case):
+    # TF read asyncflow's GraphDef (ours_<case>.pb) to its own elements; so does this.
+    want = RECORDED["graphdef"][case]["values"]
+    assert RECORDED["tf_ran_ours"][case] == want
+    at = json.loads((rec.OUT / "ours.json").read_text())[case]
+    assert rec.drain(tf, _graph_def(f"ours_{case}"), at["init"], at["next"]) == want
