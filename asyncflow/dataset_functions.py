@@ -107,13 +107,18 @@ def _captured_dtype(nd: NodeDef, types_attr: str, k: int, top: dict) -> int | No
     except KeyError:
         return None
     pos = 0
+    attr = nd.attr  # (read with `in` first: indexing a missing key would add it)
     for arg in op_def.inputs:
         if arg.type_attr == types_attr:
             break
         if arg.number_attr:
-            pos += nd.attr[arg.number_attr].i
+            if arg.number_attr not in attr:
+                return None
+            pos += attr[arg.number_attr].i
         elif arg.type_attr and getattr(op_def.attrs.get(arg.type_attr), "is_list", False):
-            pos += len(nd.attr[arg.type_attr].list.type)
+            if arg.type_attr not in attr:
+                return None
+            pos += len(attr[arg.type_attr].list.type)
         else:
             pos += 1
     else:
@@ -125,6 +130,8 @@ def _captured_dtype(nd: NodeDef, types_attr: str, k: int, top: dict) -> int | No
     producer = top.get(name)
     if producer is None or index not in ("", "0"):
         return None
+    if producer.op == "Placeholder":  # (an enclosing function's captured value)
+        return producer.attr["dtype"].type if "dtype" in producer.attr else None
     try:
         outputs = get_op_def(producer.op).outputs
     except KeyError:
@@ -177,6 +184,7 @@ def _rewrite(
         scope = f"{nd.name}/_{attr}"
         args: dict[str, str] = {}
         placeholders: list[str] = []
+        made: list[NodeDef] = []
         first_capture = len(sig.input_arg) - n_captures
         for i, arg in enumerate(sig.input_arg):
             ph = NodeDef(name=f"{scope}/{arg.name}", op="Placeholder", device=nd.device)
@@ -187,10 +195,13 @@ def _rewrite(
             out.append(ph)
             args[arg.name] = ph.name
             placeholders.append(f"{ph.name}:0")
+            made.append(ph)
         body_nodes = _body(fdef, scope, args, functions, fname)
         inner: list[NodeDef] = []
+        # (what a function inside this one captures may be one of its nodes)
+        known = None if top is None else {**top, **{n.name: n for n in made + body_nodes}}
         for b in body_nodes:
-            _rewrite(b, functions, library, inner, (*stack, fname))
+            _rewrite(b, functions, library, inner, (*stack, fname), None, known)
         inner = inline_calls(inner, library)
         if inside is not None:
             inside.update(args.values())
@@ -355,6 +366,7 @@ def _export_functions(graph, gd) -> None:
     by_name = {nd.name: nd for nd in gd.node}
     owned: set[str] = set()
     counter = [0]
+    lifted_inputs: dict = {}  # op name -> [(position, lifted tensors)]: _capture_lifted
     for op in ops_:
         prefixes = _function_prefixes(op)
         if not prefixes or op.name not in by_name:
@@ -363,10 +375,18 @@ def _export_functions(graph, gd) -> None:
         before = NodeDef()
         before.CopyFrom(nd)
         try:
-            converted = [_export_one(graph, op, p, gd, by_name, counter) for p in prefixes]
+            converted = [
+                _export_one(graph, op, p, gd, by_name, counter, lifted_inputs) for p in prefixes
+            ]
         except _CannotExport:
-            nd.CopyFrom(before)  # (asyncflow's form: its captured inputs as they were)
+            nd.CopyFrom(before)  # (asyncflow's form: its attrs as they were)
+            lifted_inputs.pop(op.name, None)
             continue
+        if op.name in lifted_inputs:
+            controls = [t for t in nd.input if t.startswith("^")]
+            data = [_tensor_name(t) for t in _with_lifted(op, lifted_inputs)]
+            del nd.input[:]
+            nd.input.extend(data + controls)
         for prefix, (fname, own) in zip(prefixes, converted, strict=True):
             for suffix in FUNCTION_LIST_ATTRS:
                 del nd.attr[prefix + suffix]
@@ -450,7 +470,7 @@ def _output_ref(t, names: dict) -> str:
     raise _CannotExport(t.name)
 
 
-def _export_one(graph, op, prefix, gd, by_name, counter):
+def _export_one(graph, op, prefix, gd, by_name, counter, lifted_inputs: dict):
     attrs = op._attrs
     get = graph.get_tensor_by_name
     try:
@@ -461,9 +481,9 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
         raise _CannotExport(op.name) from None
     stops = {t.op.name for t in inputs + captures}
     lifted: list = []
-    body = _walk_back([t.op for t in outputs], stops, by_name, lifted)
+    body = _walk_back([t.op for t in outputs], stops, by_name, lifted, lifted_inputs)
     if lifted:  # (TF's form: made outside the function, its handle a captured value)
-        _capture_lifted(op, prefix, body, lifted, captures, by_name[op.name])
+        _capture_lifted(op, prefix, body, lifted, captures, lifted_inputs)
     counter[0] += 1
     fdef = FunctionDef()
     sig = fdef.signature
@@ -478,7 +498,7 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
             arg.type = _RESOURCE  # (TF's handle; instantiate makes it this runtime's)
         args[t.name] = arg.name
         names.setdefault(t.op.name, arg.name)  # (a control input on it)
-    _add_body(fdef, body, names, by_name, args)
+    _add_body(fdef, body, names, by_name, args, lifted_inputs)
     # (TF parallelizes or reorders calls of a function not marked stateful: a queue's
     # enqueue and size in a map would race)
     sig.is_stateful = any(o.op_def.stateful for o in body)
@@ -547,12 +567,15 @@ def _export_one_shot(op, by_name, gd) -> None:
     nd.attr["dataset_factory"].func.name = fdef.signature.name
 
 
-def _walk_back(roots, stops, by_name: dict, lifted: list | None = None) -> list:
-    """The ops reached backward from `roots` (data and control inputs), stopping at the
-    ops of the function's arguments (names `stops`), in graph order; with `lifted`, also
-    at the ops TF makes outside the function (`_lifted`: a tf.FIFOQueue's, a
-    StaticHashTable's), which go into `lifted`.  Another placeholder, a variable or an
-    op the GraphDef lacks cannot go into a FunctionDef (_CannotExport)."""
+def _walk_back(
+    roots, stops, by_name: dict, lifted: list | None = None, lifted_inputs: dict | None = None
+) -> list:
+    """The ops reached backward from `roots` (data and control inputs, with the lifted
+    ones a function inside gets: `lifted_inputs`), stopping at the ops of the
+    function's arguments (names `stops`), in graph order; with `lifted`, also at the
+    ops TF makes outside the function (`_lifted`: a tf.FIFOQueue's, a StaticHashTable's),
+    which go into `lifted`.  Another placeholder, a variable or an op the GraphDef lacks
+    cannot go into a FunctionDef (_CannotExport)."""
     body, seen, stack = [], set(), list(roots)
     while stack:
         o = stack.pop()
@@ -565,23 +588,37 @@ def _walk_back(roots, stops, by_name: dict, lifted: list | None = None) -> list:
         if o.type in _VARIABLES or o.type.startswith("Placeholder") or o.name not in by_name:
             raise _CannotExport(o.name)
         body.append(o)
-        stack.extend(t.op for t in o.inputs)
+        stack.extend(t.op for t in _with_lifted(o, lifted_inputs))
         stack.extend(o.control_inputs)
     body.sort(key=lambda o: o._id)
     return body
 
 
-def _capture_lifted(op, prefix: str, body: list, lifted: list, captures: list, nd) -> None:
+def _with_lifted(op, lifted_inputs: dict | None) -> list:
+    """`op`'s data inputs with the lifted resources its functions capture
+    (`_capture_lifted`) at their places."""
+    added = lifted_inputs.get(op.name) if lifted_inputs else None
+    if not added:
+        return list(op.inputs)
+    inputs = list(op.inputs)
+    for pos, tensors in sorted(added, key=lambda e: -e[0]):  # (later places first)
+        inputs[pos:pos] = tensors
+    return inputs
+
+
+def _capture_lifted(
+    op, prefix: str, body: list, lifted: list, captures: list, lifted_inputs: dict
+) -> None:
     """The outputs of the `lifted` ops that `body` reads become captured values of
-    `op`'s function `prefix`, after its `captures` (appended there), and inputs of its
-    NodeDef `nd` at the end of that function's captured inputs, as TF writes a resource
-    made outside a function: the op stays the graph's, and a resource it makes lasts the
-    session (imported again, kernel_api.kernel_resource does not see it as the
-    function's)."""
+    `op`'s function `prefix`, after its `captures` (appended there), and inputs of `op`'s
+    NodeDef at the end of that function's captured inputs (into `lifted_inputs`), as TF
+    writes a resource made outside a function: the op stays the graph's, and a resource
+    it makes lasts the session (imported again, kernel_api.kernel_resource does not see
+    it as the function's).  A function inside another passes it on the same way."""
     made = set(lifted)
     extra = []
     for o in body:  # (a control input on one is dropped, as _add_body drops it)
-        for t in o.inputs:
+        for t in _with_lifted(o, lifted_inputs):
             if t.op in made and t not in extra and t not in captures:
                 extra.append(t)
     if not extra:
@@ -594,18 +631,17 @@ def _capture_lifted(op, prefix: str, body: list, lifted: list, captures: list, n
             break
     else:
         raise _CannotExport(op.name)
-    data = [t for t in nd.input if not t.startswith("^")]
-    controls = [t for t in nd.input if t.startswith("^")]
-    data[pos:pos] = [t.op.name if t.value_index == 0 else t.name for t in extra]
-    del nd.input[:]
-    nd.input.extend(data + controls)
+    lifted_inputs.setdefault(op.name, []).append((pos, extra))
     captures.extend(extra)  # (their types into `targs`: _export_one)
 
 
-def _add_body(fdef, body: list, names: dict, by_name: dict, args: dict) -> None:
+def _add_body(
+    fdef, body: list, names: dict, by_name: dict, args: dict, lifted_inputs: dict | None = None
+) -> None:
     """`body`'s NodeDefs into `fdef`, named uniquely (into `names`, op name -> node
     name), inputs in TF's `node:out_arg:index` form, or an argument's name where `args`
-    (tensor name -> argument name) has the tensor."""
+    (tensor name -> argument name) has the tensor; a dataset op's lifted captures
+    (`lifted_inputs`) among them."""
     used = set(names.values()) | set(args.values())
     for o in body:
         name = _sanitize(o.name)
@@ -618,7 +654,7 @@ def _add_body(fdef, body: list, names: dict, by_name: dict, args: dict) -> None:
         nd.CopyFrom(by_name[o.name])
         nd.name = names[o.name]
         del nd.input[:]
-        for t in o.inputs:
+        for t in _with_lifted(o, lifted_inputs):
             nd.input.append(args[t.name] if t.name in args else _output_ref(t, names))
         nd.input.extend(f"^{names[c.name]}" for c in o.control_inputs if c.name in names)
         nd.ClearField("device")
@@ -636,6 +672,11 @@ def _as_variant(nd: NodeDef) -> None:
             types = [_VARIANT if t == _STRING else t for t in value.list.type]
             del value.list.type[:]
             value.list.type.extend(types)
+
+
+def _tensor_name(t) -> str:
+    """`t` as a NodeDef input names it (graph_io's form)."""
+    return t.op.name if t.value_index == 0 else f"{t.op.name}:{t.value_index}"
 
 
 def _sanitize(name: str) -> str:
