@@ -19,6 +19,12 @@ of the element's components), `{prefix}_outputs` (the results) and `{prefix}_cap
   a call (`node:out_arg:k` becomes the flat output index); calls and dataset functions
   inside the body are expanded the same way, recursively;
 - DT_VARIANT in the type attrs of the body's nodes and of `n` becomes DT_STRING;
+- a DT_RESOURCE capture whose value a node of the GraphDef makes (TF's lifted
+  `tf.FIFOQueue`, made outside the function) is a placeholder of that node's type here
+  (a queue's handle is a string);
+- the nodes made from a function are named into `inside` for the importer, which marks
+  their ops as a traced function's (`_in_dataset_function`: an unshared queue, table,
+  accumulator... made there lasts a pass, kernel_api.kernel_resource);
 - the attr `a` is replaced by the three name-list attrs, with the prefix below; but
   a `OneShotIterator`'s `dataset_factory` (no arguments, one dataset) becomes the
   node's `dataset` input instead, as asyncflow's OneShotIterator takes it.
@@ -284,7 +290,12 @@ def _variants_as_strings(nd: NodeDef) -> None:
 #   passed along, as DT_VARIANT) and a result per output;
 # - `d` gets TF's func attr and loses the name-list attrs;
 # - the function's own nodes (its body, its placeholders and whatever depends on them)
-#   leave the top level, unless something outside the function uses them.
+#   leave the top level, unless something outside the function uses them;
+# - an op TF makes outside the function (`_lifted`: a tf.FIFOQueue's, a StaticHashTable's)
+#   stays at the top level, its output a captured value of the function (DT_RESOURCE,
+#   after the others), passed on through an enclosing function the same way, as TF
+#   writes it; a function with a stateful body is marked `is_stateful` (TF would
+#   parallelize or reorder the calls of one that is not).
 # A OneShotIterator's dataset input becomes its `dataset_factory`: a function of no
 # arguments holding the dataset ops it reads (TF's form).  Attrs only asyncflow's ops
 # have (`output_types` where TF's op has none) are dropped.  A function whose body
