@@ -3,7 +3,10 @@
 function makes a queue, an accumulator, a barrier or a table, imported and read for two
 passes (an unshared resource lasts one pass, as a traced function's: the importer marks
 the function's ops, dataset_functions.instantiate; the lifted `tf.FIFOQueue`, a capture
-of the function, and a table named by its node last the session)."""
+of the function, and a table named by its node last the session); asyncflow's own
+GraphDef of the same datasets (TF read it to its own elements); and the same functions
+read through the tf.data service, whose worker imports the dataset's GraphDef.  (A
+function's body on a remote task: tests/distributed/test_dist_data_functions.py.)"""
 
 import json
 import pathlib
