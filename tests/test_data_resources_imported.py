@@ -83,8 +83,9 @@ _SERVICE = sorted(c for c in RECORDED["service"] if c != "fifo_queue")
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("case", _SERVICE)
 def test_service_resources_match_tf(service, case):
-    # Each pass (a job) reads a new registration here, as TF's; two jobs of one dataset
-    # id share the worker's graph and session, and still have their own resources.
+    # Each pass (a job) reads a new registration here; two jobs of one dataset id share
+    # the worker's imported graph, and each has its resources, a node-named table's
+    # too, as TF's worker (a session of the task's own: service/worker.py).
     svc, target = service
     if case.endswith("_two_jobs"):
         got = rec.read_two_jobs(tf, svc, target, case.removesuffix("_two_jobs"))
