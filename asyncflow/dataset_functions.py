@@ -19,6 +19,12 @@ of the element's components), `{prefix}_outputs` (the results) and `{prefix}_cap
   a call (`node:out_arg:k` becomes the flat output index); calls and dataset functions
   inside the body are expanded the same way, recursively;
 - DT_VARIANT in the type attrs of the body's nodes and of `n` becomes DT_STRING;
+- a DT_RESOURCE capture whose value a node of the GraphDef makes (TF's lifted
+  `tf.FIFOQueue`, made outside the function) is a placeholder of that node's type here
+  (a queue's handle is a string);
+- the nodes made from a function are named into `inside` for the importer, which marks
+  their ops as a traced function's (`_in_dataset_function`: an unshared queue, table,
+  accumulator... made there lasts a pass, kernel_api.kernel_resource);
 - the attr `a` is replaced by the three name-list attrs, with the prefix below (a
   function with no results names its `control_ret` nodes, by op name, as its results:
   each call runs them); but
@@ -51,6 +57,7 @@ __all__ = ["FUNCTION_LIST_ATTRS", "export", "instantiate"]
 
 _VARIANT = 21
 _STRING = 7
+_RESOURCE = 20
 
 # The attrs asyncflow's dataset ops name a traced function's tensors with.
 FUNCTION_LIST_ATTRS = ("_inputs", "_outputs", "_captures")
@@ -81,18 +88,76 @@ def _has_func(nd: NodeDef) -> bool:
     return any(v.WhichOneof("value") == "func" for v in nd.attr.values())
 
 
-def instantiate(nodes: list[NodeDef], library) -> list[NodeDef]:
-    """`nodes` with every dataset function attr instantiated (see the module note)."""
+def instantiate(nodes: list[NodeDef], library, inside: set[str] | None = None) -> list[NodeDef]:
+    """`nodes` with every dataset function attr instantiated (see the module note);
+    the names of the nodes made from the functions (their argument placeholders and
+    bodies) go into `inside`, where given: the importer marks their ops as a traced
+    function's (`_in_dataset_function`: an unshared resource one makes lasts a pass,
+    kernel_api.kernel_resource)."""
     if not any(_has_func(nd) for nd in nodes):
         return nodes
     functions = {f.signature.name: f for f in library.function}
+    top = {nd.name: nd for nd in nodes}
     out: list[NodeDef] = []
     for nd in nodes:
-        _rewrite(nd, functions, library, out, ())
+        _rewrite(nd, functions, library, out, (), inside, top)
     return out
 
 
-def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> None:
+def _captured_dtype(nd: NodeDef, types_attr: str, k: int, top: dict) -> int | None:
+    """The dtype of `nd`'s `k`th captured value (the input list typed by `types_attr`)
+    as this runtime's op makes it, where its producer is a node of the GraphDef with a
+    fixed first output type: a resource TF captures (a lifted `tf.FIFOQueue`'s handle,
+    DT_RESOURCE in the function's signature) is a string handle here.  None where
+    unknown."""
+    try:
+        op_def = get_op_def(nd.op)
+    except KeyError:
+        return None
+    pos = 0
+    attr = nd.attr  # (read with `in` first: indexing a missing key would add it)
+    for arg in op_def.inputs:
+        if arg.type_attr == types_attr:
+            break
+        if arg.number_attr:
+            if arg.number_attr not in attr:
+                return None
+            pos += attr[arg.number_attr].i
+        elif arg.type_attr and getattr(op_def.attrs.get(arg.type_attr), "is_list", False):
+            if arg.type_attr not in attr:
+                return None
+            pos += len(attr[arg.type_attr].list.type)
+        else:
+            pos += 1
+    else:
+        return None
+    data = [t for t in nd.input if not t.startswith("^")]
+    if pos + k >= len(data):
+        return None
+    name, _, index = data[pos + k].partition(":")
+    producer = top.get(name)
+    if producer is None or index not in ("", "0"):
+        return None
+    if producer.op == "Placeholder":  # (an enclosing function's captured value)
+        return producer.attr["dtype"].type if "dtype" in producer.attr else None
+    try:
+        outputs = get_op_def(producer.op).outputs
+    except KeyError:
+        return None
+    if not outputs or outputs[0].fixed_dtype is None or outputs[0].number_attr:
+        return None
+    return outputs[0].fixed_dtype.as_datatype_enum
+
+
+def _rewrite(
+    nd: NodeDef,
+    functions: dict,
+    library,
+    out: list,
+    stack: tuple,
+    inside: set | None = None,
+    top: dict | None = None,
+) -> None:
     if not _has_func(nd):
         out.append(nd)
         return
@@ -127,18 +192,29 @@ def _rewrite(nd: NodeDef, functions: dict, library, out: list, stack: tuple) -> 
         scope = f"{nd.name}/_{attr}"
         args: dict[str, str] = {}
         placeholders: list[str] = []
-        for arg in sig.input_arg:
+        made: list[NodeDef] = []
+        first_capture = len(sig.input_arg) - n_captures
+        for i, arg in enumerate(sig.input_arg):
             ph = NodeDef(name=f"{scope}/{arg.name}", op="Placeholder", device=nd.device)
             dtype = _arg_type(arg, nd)
+            if dtype == _RESOURCE and i >= first_capture and top is not None:
+                dtype = _captured_dtype(nd, types_attr, i - first_capture, top) or dtype
             ph.attr["dtype"].type = _STRING if dtype == _VARIANT else dtype
             out.append(ph)
             args[arg.name] = ph.name
             placeholders.append(f"{ph.name}:0")
+            made.append(ph)
         body_nodes = _body(fdef, scope, args, functions, fname)
         inner: list[NodeDef] = []
+        # (what a function inside this one captures may be one of its nodes)
+        known = None if top is None else {**top, **{n.name: n for n in made + body_nodes}}
         for b in body_nodes:
-            _rewrite(b, functions, library, inner, (*stack, fname))
-        out.extend(inline_calls(inner, library))
+            _rewrite(b, functions, library, inner, (*stack, fname), None, known)
+        inner = inline_calls(inner, library)
+        if inside is not None:
+            inside.update(args.values())
+            inside.update(b.name for b in inner)
+        out.extend(inner)
         body = {b.name: b for b in fdef.node_def}
         results = []
         for arg in sig.output_arg:
@@ -221,7 +297,12 @@ def _variants_as_strings(nd: NodeDef) -> None:
 #   function with no results, is a control output: `control_ret`);
 # - `d` gets TF's func attr and loses the name-list attrs;
 # - the function's own nodes (its body, its placeholders and whatever depends on them)
-#   leave the top level, unless something outside the function uses them.
+#   leave the top level, unless something outside the function uses them;
+# - an op TF makes outside the function (`_lifted`: a tf.FIFOQueue's, a StaticHashTable's)
+#   stays at the top level, its output a captured value of the function (DT_RESOURCE,
+#   after the others), passed on through an enclosing function the same way, as TF
+#   writes it; a function with a stateful body is marked `is_stateful` (TF would
+#   parallelize or reorder the calls of one that is not).
 # A OneShotIterator's dataset input becomes its `dataset_factory`: a function of no
 # arguments holding the dataset ops it reads (TF's form).  Attrs only asyncflow's ops
 # have (`output_types` where TF's op has none) are dropped.  A function whose body
@@ -303,15 +384,27 @@ def _export_functions(graph, gd) -> None:
     by_name = {nd.name: nd for nd in gd.node}
     owned: set[str] = set()
     counter = [0]
+    lifted_inputs: dict = {}  # op name -> [(position, lifted tensors)]: _capture_lifted
     for op in ops_:
         prefixes = _function_prefixes(op)
         if not prefixes or op.name not in by_name:
             continue
         nd = by_name[op.name]
+        before = NodeDef()
+        before.CopyFrom(nd)
         try:
-            converted = [_export_one(graph, op, p, gd, by_name, counter) for p in prefixes]
+            converted = [
+                _export_one(graph, op, p, gd, by_name, counter, lifted_inputs) for p in prefixes
+            ]
         except _CannotExport:
+            nd.CopyFrom(before)  # (asyncflow's form: its attrs as they were)
+            lifted_inputs.pop(op.name, None)
             continue
+        if op.name in lifted_inputs:
+            controls = [t for t in nd.input if t.startswith("^")]
+            data = [_tensor_name(t) for t in _with_lifted(op, lifted_inputs)]
+            del nd.input[:]
+            nd.input.extend(data + controls)
         for prefix, (fname, own) in zip(prefixes, converted, strict=True):
             for suffix in FUNCTION_LIST_ATTRS:
                 del nd.attr[prefix + suffix]
@@ -395,7 +488,7 @@ def _output_ref(t, names: dict) -> str:
     raise _CannotExport(t.name)
 
 
-def _export_one(graph, op, prefix, gd, by_name, counter):
+def _export_one(graph, op, prefix, gd, by_name, counter, lifted_inputs: dict):
     attrs = op._attrs
     get = graph.get_tensor_by_name
     try:
@@ -408,7 +501,10 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
     except (KeyError, ValueError):
         raise _CannotExport(op.name) from None
     stops = {t.op.name for t in inputs + captures}
-    body = _walk_back([t.op for t in outputs] + controls, stops, by_name)
+    lifted: list = []
+    body = _walk_back([t.op for t in outputs] + controls, stops, by_name, lifted, lifted_inputs)
+    if lifted:  # (TF's form: made outside the function, its handle a captured value)
+        _capture_lifted(op, prefix, body, lifted, captures, lifted_inputs)
     counter[0] += 1
     fdef = FunctionDef()
     sig = fdef.signature
@@ -419,9 +515,14 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
         arg = sig.input_arg.add()
         arg.name = f"args_{i}" if i < len(inputs) else f"captured_{i - len(inputs)}"
         arg.type = _VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
+        if getattr(t.op, "_lifted", False):
+            arg.type = _RESOURCE  # (TF's handle; instantiate makes it this runtime's)
         args[t.name] = arg.name
         names.setdefault(t.op.name, arg.name)  # (a control input on it)
-    _add_body(fdef, body, names, by_name, args)
+    _add_body(fdef, body, names, by_name, args, lifted_inputs)
+    # (TF parallelizes or reorders calls of a function not marked stateful: a queue's
+    # enqueue and size in a map would race)
+    sig.is_stateful = any(o.op_def.stateful for o in body)
     for k, t in enumerate(outputs):
         out = sig.output_arg.add()
         out.name = f"output_{k}"
@@ -434,7 +535,8 @@ def _export_one(graph, op, prefix, gd, by_name, counter):
     nd = by_name[op.name]
     targs = "Targuments" if prefix == "f" else f"T{_TF_ATTR[prefix]}_other_arguments"
     if targs in nd.attr and captures:
-        types = [_VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
+        types = [_RESOURCE if getattr(t.op, "_lifted", False)
+                 else _VARIANT if _is_dataset(t) else t.dtype.base_dtype.as_datatype_enum
                  for t in captures]  # fmt: skip
         del nd.attr[targs].list.type[:]
         nd.attr[targs].list.type.extend(types)
@@ -489,30 +591,81 @@ def _export_one_shot(op, by_name, gd) -> None:
     nd.attr["dataset_factory"].func.name = fdef.signature.name
 
 
-def _walk_back(roots, stops, by_name: dict) -> list:
-    """The ops reached backward from `roots` (data and control inputs), stopping at the
-    ops of the function's arguments (names `stops`), in graph order.  Another
-    placeholder, a variable or an op the GraphDef lacks cannot go into a FunctionDef
-    (_CannotExport)."""
+def _walk_back(
+    roots, stops, by_name: dict, lifted: list | None = None, lifted_inputs: dict | None = None
+) -> list:
+    """The ops reached backward from `roots` (data and control inputs, with the lifted
+    ones a function inside gets: `lifted_inputs`), stopping at the ops of the
+    function's arguments (names `stops`), in graph order; with `lifted`, also at the
+    ops TF makes outside the function (`_lifted`: a tf.FIFOQueue's, a StaticHashTable's),
+    which go into `lifted`.  Another placeholder, a variable or an op the GraphDef lacks
+    cannot go into a FunctionDef (_CannotExport)."""
     body, seen, stack = [], set(), list(roots)
     while stack:
         o = stack.pop()
         if o.name in seen or o.name in stops:
             continue
         seen.add(o.name)
+        if lifted is not None and getattr(o, "_lifted", False):
+            lifted.append(o)
+            continue
         if o.type in _VARIABLES or o.type.startswith("Placeholder") or o.name not in by_name:
             raise _CannotExport(o.name)
         body.append(o)
-        stack.extend(t.op for t in o.inputs)
+        stack.extend(t.op for t in _with_lifted(o, lifted_inputs))
         stack.extend(o.control_inputs)
     body.sort(key=lambda o: o._id)
     return body
 
 
-def _add_body(fdef, body: list, names: dict, by_name: dict, args: dict) -> None:
+def _with_lifted(op, lifted_inputs: dict | None) -> list:
+    """`op`'s data inputs with the lifted resources its functions capture
+    (`_capture_lifted`) at their places."""
+    added = lifted_inputs.get(op.name) if lifted_inputs else None
+    if not added:
+        return list(op.inputs)
+    inputs = list(op.inputs)
+    for pos, tensors in sorted(added, key=lambda e: -e[0]):  # (later places first)
+        inputs[pos:pos] = tensors
+    return inputs
+
+
+def _capture_lifted(
+    op, prefix: str, body: list, lifted: list, captures: list, lifted_inputs: dict
+) -> None:
+    """The outputs of the `lifted` ops that `body` reads become captured values of
+    `op`'s function `prefix`, after its `captures` (appended there), and inputs of `op`'s
+    NodeDef at the end of that function's captured inputs (into `lifted_inputs`), as TF
+    writes a resource made outside a function: the op stays the graph's, and a resource
+    it makes lasts the session (imported again, kernel_api.kernel_resource does not see
+    it as the function's).  A function inside another passes it on the same way."""
+    made = set(lifted)
+    extra = []
+    for o in body:  # (a control input on one is dropped, as _add_body drops it)
+        for t in _with_lifted(o, lifted_inputs):
+            if t.op in made and t not in extra and t not in captures:
+                extra.append(t)
+    if not extra:
+        return
+    targs = "Targuments" if prefix == "f" else f"T{_TF_ATTR[prefix]}_other_arguments"
+    pos = 0
+    for spec, (_, n) in zip(get_op_def(op.type).inputs, _arg_sizes(op, "inputs"), strict=True):
+        pos += n
+        if spec.type_attr == targs:
+            break
+    else:
+        raise _CannotExport(op.name)
+    lifted_inputs.setdefault(op.name, []).append((pos, extra))
+    captures.extend(extra)  # (their types into `targs`: _export_one)
+
+
+def _add_body(
+    fdef, body: list, names: dict, by_name: dict, args: dict, lifted_inputs: dict | None = None
+) -> None:
     """`body`'s NodeDefs into `fdef`, named uniquely (into `names`, op name -> node
     name), inputs in TF's `node:out_arg:index` form, or an argument's name where `args`
-    (tensor name -> argument name) has the tensor."""
+    (tensor name -> argument name) has the tensor; a dataset op's lifted captures
+    (`lifted_inputs`) among them."""
     used = set(names.values()) | set(args.values())
     for o in body:
         name = _sanitize(o.name)
@@ -525,7 +678,7 @@ def _add_body(fdef, body: list, names: dict, by_name: dict, args: dict) -> None:
         nd.CopyFrom(by_name[o.name])
         nd.name = names[o.name]
         del nd.input[:]
-        for t in o.inputs:
+        for t in _with_lifted(o, lifted_inputs):
             nd.input.append(args[t.name] if t.name in args else _output_ref(t, names))
         nd.input.extend(f"^{names[c.name]}" for c in o.control_inputs if c.name in names)
         nd.ClearField("device")
@@ -543,6 +696,11 @@ def _as_variant(nd: NodeDef) -> None:
             types = [_VARIANT if t == _STRING else t for t in value.list.type]
             del value.list.type[:]
             value.list.type.extend(types)
+
+
+def _tensor_name(t) -> str:
+    """`t` as a NodeDef input names it (graph_io's form)."""
+    return t.op.name if t.value_index == 0 else f"{t.op.name}:{t.value_index}"
 
 
 def _sanitize(name: str) -> str:

@@ -439,9 +439,7 @@ def attr_value(value: Any) -> AttrValue:
     if isinstance(value, list | tuple):
         # A list inside a list attr can only be a shape (AttrValue has no nested lists):
         # tf.raw_ops callers write output_shapes=[[]] or [[2, None]], as TF accepts.
-        value = [
-            tensor_shape.TensorShape(v) if isinstance(v, list | tuple) else v for v in value
-        ]
+        value = [tensor_shape.TensorShape(v) if isinstance(v, list | tuple) else v for v in value]
         kinds = {_kind(v) for v in value}
         if kinds == {"i", "f"}:
             kinds = {"f"}  # as TF, a list mixing ints and floats is a list(float)
@@ -673,8 +671,10 @@ def _parse_binary(data: bytes) -> GraphDef:
 _VALID_NODE_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
 
 
-def _load_graph_def(graph_def) -> list[NodeDef]:
-    """The GraphDef's nodes, calls of its function library inlined (function_library)."""
+def _load_graph_def(graph_def, inside: set[str] | None = None) -> list[NodeDef]:
+    """The GraphDef's nodes, calls of its function library inlined (function_library);
+    the names of those made from its dataset functions go into `inside`
+    (dataset_functions.instantiate)."""
     message = as_graph_def_message(graph_def)
     nodes = list(message.node)
     seen: set[str] = set()
@@ -687,7 +687,7 @@ def _load_graph_def(graph_def) -> list[NodeDef]:
         seen.add(name)
     if message.library.function:
         nodes = inline_calls(nodes, message.library)
-    expanded = instantiate_dataset_functions(nodes, message.library)
+    expanded = instantiate_dataset_functions(nodes, message.library, inside)
     if message.library.function or expanded is not nodes:
         seen = set()
         for nd in expanded:
@@ -1081,7 +1081,8 @@ def import_graph_def(
     """
     del op_dict, producer_op_list
     graph_def = as_graph_def_message(graph_def)
-    nodes = _load_graph_def(graph_def)
+    inside: set[str] = set()  # (the nodes of its dataset functions)
+    nodes = _load_graph_def(graph_def, inside)
     if return_elements is not None and not all(isinstance(r, str) for r in return_elements):
         raise TypeError("return_elements must be a list of strings.")
     for nd in nodes:
@@ -1117,6 +1118,8 @@ def import_graph_def(
                     imp.build(nodes[i], back.get(i, ()))
             imp.close_loops()
             imp.colocate()
+            for node_name in inside:  # (a resource one makes: kernel_api.kernel_resource)
+                imp.by_name[node_name]._in_dataset_function = True
             for src, idx in tensor_map:
                 if idx >= len(imp.by_name[src].outputs):
                     raise ValueError(  # (an op whose output count its attrs set)

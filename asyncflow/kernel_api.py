@@ -363,9 +363,10 @@ random_state = pass_state
 
 # Op types making a resource that, made with no shared name (nor, for a table,
 # `use_node_name_sharing`), belongs to its kernel, as TF's ResourceOpKernel and lookup
-# table kernels keep it: made inside a dataset function (an op `_in_dataset_function`,
-# data/dataset.py), it lasts the pass, as the kernel of TF's function does.  Each op
-# family adds its types.
+# table kernels keep it: made inside a dataset function (an op `_in_dataset_function`:
+# traced, data/dataset.py; imported from a GraphDef's FunctionDef, graph_io; sent to a
+# task, distributed/graph_codec), it lasts the pass, as the kernel of TF's function
+# does.  Each op family adds its types.
 PASS_RESOURCE_OPS: set[str] = set()
 
 

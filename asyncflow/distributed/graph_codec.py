@@ -10,7 +10,8 @@ unique names; its output dtypes and reference flags travel in private attrs
 A tf.data op's traced functions are ops of the client's graph that no partition holds
 (the op names their tensors in attrs: ops/dataset_ops.py), so a task's partitions travel
 with one more GraphDef, `encode_functions`: those bodies, nodes named as in the client's
-graph.  The task imports it into a graph of its own (`decode_functions`) and decodes the
+graph; the ops made inside a function carry a private attr saying so (`_IN_FUNCTION`).
+The task imports it into a graph of its own (`decode_functions`) and decodes the
 partitions' ops as detached ops of that graph, so a kernel finds its function's tensors
 by name in `ctx.op.graph`, as in one process.
 
@@ -41,6 +42,10 @@ __all__ = [
 ]
 
 MAX_NODES = 1 << 22
+# A body op made inside a traced function, not one of the graph's it reads (a lifted
+# queue, a captured constant): an unshared resource it makes lasts one pass on the task
+# too (kernel_api.kernel_resource).  A private attr, dropped as the bodies import.
+_IN_FUNCTION = "_af_in_function"
 # Distinct sets of function bodies a task keeps imported per master connection, oldest
 # first out; the master mirrors that list, in the same order, to know which sets it may
 # name by digest instead of sending them again (client.py `_Channel.functions`).
@@ -258,6 +263,8 @@ def encode_functions(nodes) -> bytes:
             del nd.attr["_class"]
             if groups:
                 nd.attr["_class"].list.s.extend(groups)
+        if getattr(op, "_in_dataset_function", False):
+            nd.attr[_IN_FUNCTION].b = True
     return gd.SerializeToString()
 
 
@@ -290,4 +297,7 @@ def decode_functions(data: bytes) -> ops.Graph:
         raise errors.InvalidArgumentError(
             None, None, f"The dataset functions do not import on this task: {msg}"
         ) from None
+    for op in graph.get_operations():
+        if op._attrs.pop(_IN_FUNCTION, None):
+            op._in_dataset_function = True
     return graph

@@ -209,3 +209,53 @@ def test_a_functions_random_op_restarts_with_each_pass_on_a_task(two_workers, de
     assert passes == recorded["reinit"][:2]
     first = recorded["reduce_runs"][0]
     assert runs == [first[0] * (1 << 30) + first[1]] * 2
+
+
+def _resources_recorder():
+    fixtures = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
+    spec = importlib.util.spec_from_file_location(
+        "record_dataset_resources_imported_tf",
+        fixtures / "record_dataset_resources_imported_tf.py",
+    )
+    rec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rec)  # (TF is imported only by its main)
+    return rec
+
+
+_RESOURCE_CASES = ["accumulator", "fifo_queue", "raw_fifo_queue", "raw_mutable_table_node_name"]
+
+
+@pytest.mark.parametrize("device", [None, "/job:worker/task:1"])
+def test_a_functions_unshared_resource_lasts_one_pass_on_a_task(two_workers, device):
+    # As in one process (tests/test_data_resources_imported.py, TF's values): the body's
+    # ops keep their mark across the wire (graph_codec `_IN_FUNCTION`), traced here or
+    # imported from a GraphDef; a lifted queue and a node-named table last the session.
+    # (Each graph's names are its own: a server's resources outlive its sessions.)
+    rec = _resources_recorder()
+    ref = json.loads((rec.OUT / "tf.json").read_text())["graphdef"]
+    got, want = {}, {}
+    for case in _RESOURCE_CASES:
+        for imported in (False, True):
+            scope = f"{case}_{imported}_{device is not None}"
+            with af.Graph().as_default() as g:
+                with af.device(device), af.name_scope(None if imported else scope):
+                    start = af.placeholder(af.int64, [])
+                    ds = af.data.Dataset.range(start, start + 3).map(rec.FNS[case](af))
+                    it = af.data.make_initializable_iterator(ds)
+                    nxt = it.get_next()
+            if imported:
+                gd = g.as_graph_def()
+                with af.Graph().as_default() as g, af.device(device):
+                    init, nxt, start = af.import_graph_def(
+                        gd, name=scope, return_elements=[it.initializer.name, nxt.name,
+                                                         start.name],
+                    )  # fmt: skip
+            else:
+                init = it.initializer
+            with g.as_default(), af.Session(two_workers[0].target) as s:
+                passes = []
+                for _ in range(2):
+                    s.run(init, {start: 0})
+                    passes.append([int(s.run(nxt)) for _ in range(3)])
+            got[scope], want[scope] = passes, ref[case]["values"]
+    assert got == want

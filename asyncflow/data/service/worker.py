@@ -4,7 +4,9 @@ A worker serves consumers' `get` requests on its own port and keeps one connecti
 the dispatcher, which it opens, registers on (getting a task of every live job) and
 over which the dispatcher sends it new tasks and tasks to drop.  A task's elements come
 from one pass of its dataset, imported from the GraphDef the dispatcher holds, run in
-a session of this worker on its loop: with DYNAMIC sharding the pass's sources yield
+a session of this worker on its loop (a session of the task's own where the dataset
+makes resources: a queue, a table..., which TF's worker makes anew for each task, as it
+imports the dataset for each): with DYNAMIC sharding the pass's sources yield
 only the splits the dispatcher hands this worker (`_with_splits`: an element of a
 range or of tensor slices, a file of a file source, the whole of a generator; each
 input of a zip split apart, as TF's).
@@ -47,6 +49,7 @@ from asyncflow import errors
 from asyncflow.data.service import protocol as p
 from asyncflow.distributed import wire
 from asyncflow.distributed.cluster import split_address
+from asyncflow.kernel_api import PASS_RESOURCE_OPS
 from asyncflow.ops import dataset_pipeline as pl
 
 __all__ = ["LOCAL_WORKERS", "Worker"]
@@ -93,9 +96,11 @@ class _Task:
             self.producer = asyncio.ensure_future(self._produce())
 
     async def _produce(self) -> None:
+        own = None  # (a session of this task's own: closed as its pass ends)
         try:
             hint = (self.num_workers, self.worker_index) if self.worker_index >= 0 else None
-            value = await self.worker.dataset_value(self.dataset, hint)
+            value, session, mine = await self.worker.dataset_value(self.dataset, hint)
+            own = session if mine else None
             if self.num_consumers >= 0 and value.cardinality() != -1:
                 raise errors.FailedPreconditionError(
                     None, None, "Round robin reads require that the input dataset has "
@@ -107,7 +112,7 @@ class _Task:
                 value = _with_splits(value, self)
             elif self.mode != p.ShardingPolicy.OFF:
                 value = self._static_shard(value)
-            env = pl.Env(self.worker.session_for(self.dataset))
+            env = pl.Env(session)
             stream = value.iterate(env)
             self.started.set()
             try:
@@ -126,6 +131,8 @@ class _Task:
         finally:
             self.failed_to_start = not self.started.is_set()
             self.started.set()
+            if own is not None:
+                own.close()
         await self.queue.put(_EOS)
 
     def _static_shard(self, value: pl.DatasetValue) -> pl.DatasetValue:
@@ -427,7 +434,8 @@ class Worker:
         self.secret = secret
         self.tls = tls
         self.tasks: dict[int, _Task] = {}
-        self.graphs: dict[str, tuple] = {}  # dataset id -> (graph, session, dataset tensor)
+        # dataset id -> (graph, session, dataset tensor, whether it makes resources)
+        self.graphs: dict[str, tuple] = {}
         self._loading: dict[str, asyncio.Future] = {}
         self.dispatcher: wire.Connection | None = None
         self.connections: set[wire.Connection] = set()
@@ -559,7 +567,7 @@ class Worker:
             conn.abort(err)
         if self.dispatcher is not None:
             self.dispatcher.abort(err)
-        for _, session, _ in self.graphs.values():
+        for _, session, *_ in self.graphs.values():
             session.close()
 
     def on_frame(self, conn, kind, rid, meta, payload) -> None:
@@ -605,7 +613,7 @@ class Worker:
         self._dropped.clear()
         self._deleted.clear()
         self._loading.clear()
-        for _, session, _ in self.graphs.values():
+        for _, session, *_ in self.graphs.values():
             session.close()
         self.graphs.clear()
 
@@ -707,21 +715,31 @@ class Worker:
         return self.tasks[task_id]
 
     # -- datasets
-    async def dataset_value(self, dataset: str, hint=None) -> pl.DatasetValue:
+    async def dataset_value(self, dataset: str, hint=None) -> tuple:
         """A fresh value of dataset `dataset` (its graph fetched and imported once;
-        `hint`: (workers, this worker's index) for its SHARD_HINT shards)."""
+        `hint`: (workers, this worker's index) for its SHARD_HINT shards), the session
+        it runs in, and whether that session is the caller's to close: the dataset's,
+        or, where its graph makes resources (a queue, a table, an accumulator...:
+        kernel_api.PASS_RESOURCE_OPS, shared or not), one of its own, as TF's worker
+        makes each task's dataset with resources of its own."""
+        import asyncflow as af
+
         entry = self.graphs.get(dataset)
         if entry is None:
             fut = self._loading.get(dataset)
             if fut is None:
                 fut = self._loading[dataset] = asyncio.ensure_future(self._load(dataset, hint))
             entry = await asyncio.shield(fut)
-        _, session, tensor = entry
-        value = await session.arun(tensor)
-        return value[()] if isinstance(value, np.ndarray) else value
-
-    def session_for(self, dataset: str):
-        return self.graphs[dataset][1]
+        g, session, tensor, resources = entry
+        if resources:
+            session = af.Session(graph=g)
+        try:
+            value = await session.arun(tensor)
+        except BaseException:
+            if resources:
+                session.close()
+            raise
+        return (value[()] if isinstance(value, np.ndarray) else value), session, resources
 
     async def _load(self, dataset: str, hint=None):
         import asyncflow as af  # (the whole API: the graph may use any op)
@@ -734,7 +752,8 @@ class Worker:
         with g.as_default():
             af.import_graph_def(graph, name="")
         tensor = g.get_tensor_by_name(p.check_str(reply, "out"))
-        entry = self.graphs[dataset] = (g, af.Session(graph=g), tensor)
+        resources = any(op.type in PASS_RESOURCE_OPS for op in g.get_operations())
+        entry = self.graphs[dataset] = (g, af.Session(graph=g), tensor, resources)
         return entry
 
     async def next_split(self, job: int, rep: int, n: int, provider: int = 0) -> int | None:
