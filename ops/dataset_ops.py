@@ -236,7 +236,7 @@ async def _parallel_map(ctx, ds, *rest):
 async def _map_and_batch(ctx, ds, *rest):
     *captured, batch_size, n, drop = rest
     mapped = pl.Map(_ds(ds), _function(ctx, captured), int(n) if n > 0 else 4)
-    return _handle(pl.Batch(mapped, int(batch_size), bool(drop)))
+    return _handle(pl.Batch(mapped, int(batch_size), bool(drop), fused=True))
 
 
 def _parallel_interleave(trailing: int):
