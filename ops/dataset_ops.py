@@ -93,15 +93,24 @@ def built_by(value: pl.DatasetValue):
     return value.__dict__.get("_built_by")
 
 
+# The datasets made in this process, counted as TF counts them in its datasets' names
+# ("MapDataset:1"), which its errors from dataset functions give (pl.in_function).
+_DATASET_IDS = itertools.count()
+
+
 def _recording(kernel):
     """`kernel`, noting on each dataset value it returns the op and the inputs."""
 
     def note(ctx, args, out):
         v = out[()] if isinstance(out, np.ndarray) and out.shape == () else None
         if isinstance(v, pl.DatasetValue):
+            n = next(_DATASET_IDS)
             prev = v.__dict__.get("_built_by")
             if prev is None or prev[0] is ctx.op:  # (a pass-through op keeps its input's)
                 v.__dict__["_built_by"] = (ctx.op, args)
+                for a in vars(v).values():  # (its functions' errors name it, as TF's)
+                    if type(a) is pl.Function and a.label is None:
+                        a.label = f"{ctx.op.type}:{n}"
         return out
 
     async def recorded(ctx, *args):

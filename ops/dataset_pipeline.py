@@ -382,6 +382,9 @@ class Function:
         self.outputs = list(outputs)
         self.captures = list(captures)
         self.capture_values = list(capture_values)
+        # "<op type>:<n>" of the dataset op passing it (ops/dataset_ops.py): its errors
+        # are worded as TF's (`in_function`); None: raised as they are
+        self.label: str | None = None
 
     def __call__(self, env: Env, elem: tuple):
         """An awaitable of the function's outputs for `elem`, drawing from the pass's
@@ -403,12 +406,40 @@ class Function:
 
 
 class Failed:
-    """In a tolerant pass (`iterate_tolerant`), an element whose function failed."""
+    """In a tolerant pass (`iterate_tolerant`), an element whose function failed;
+    `stage`: the map whose own function failed (None: another stage's failure)."""
 
-    __slots__ = ("error",)
+    __slots__ = ("error", "stage")
 
-    def __init__(self, error: BaseException):
+    def __init__(self, error: BaseException, stage: DatasetValue | None = None):
         self.error = error
+        self.stage = stage
+
+
+def in_function(fn: Function, stage: str, exc: BaseException) -> BaseException:
+    """`exc`, raised by a call of `fn` in a `stage` pass ("Map", "Filter", ...), as
+    TF's iterator raises it: of its class, "Error in user-defined function passed to
+    <op type>:<n> transformation with iterator: Iterator::Root::<stage>: <its
+    message>", `exc` its cause; `exc` itself where `fn` has no label or `exc` is not
+    an element's error.  (TF's iterator part names the stages from the iterator's root
+    as its rewrites left them; this one names the failing stage alone.)"""
+    if fn.label is None or not _element_error(exc):
+        return exc
+    worded = type(exc)(
+        exc.node_def,
+        exc.op,
+        f"Error in user-defined function passed to {fn.label} transformation with "
+        f"iterator: Iterator::Root::{stage}: {exc.message}",
+    )
+    worded.__cause__ = exc
+    return worded
+
+
+def _raise_in_function(fn: Function, stage: str, exc: BaseException):
+    worded = in_function(fn, stage, exc)
+    if worded is exc:
+        raise exc
+    raise worded from exc
 
 
 def tolerant_pass(value: DatasetValue, env: Env):
@@ -463,9 +494,10 @@ class Map(DatasetValue):
         try:
             return await self.fn(env, elem)
         except Exception as e:
+            stage = "Map" if self.parallel == 1 else "ParallelMapV2"
             if tolerant and _element_error(e):
-                return Failed(e)
-            raise
+                return Failed(in_function(self.fn, stage, e), self)
+            _raise_in_function(self.fn, stage, e)
 
     async def _call_tolerant(self, env, elem, tolerant: bool):
         if type(elem) is Failed:
@@ -525,7 +557,10 @@ class Filter(DatasetValue):
                     yield kept
             return
         async for elem in self.input.iterate(env):
-            (keep,) = await self.predicate(env, elem)
+            try:
+                (keep,) = await self.predicate(env, elem)
+            except Exception as e:
+                _raise_in_function(self.predicate, "Filter", e)
             if np.asarray(keep).shape != ():
                 raise errors.InvalidArgumentError(
                     None, None, "Filter predicate `predicate` must return a scalar bool."
@@ -540,7 +575,7 @@ class Filter(DatasetValue):
             (keep,) = await self.predicate(env, elem)
         except Exception as e:
             if _element_error(e):
-                return Failed(e)
+                return Failed(in_function(self.predicate, "Filter", e))
             raise
         if np.asarray(keep).shape != ():
             raise errors.InvalidArgumentError(
@@ -562,7 +597,10 @@ class FlatMap(_PassesFailed, DatasetValue):
 
     async def iterate(self, env):
         async for elem in self.input.iterate(env):
-            (inner,) = await self.fn(env, elem)
+            try:
+                (inner,) = await self.fn(env, elem)
+            except Exception as e:
+                _raise_in_function(self.fn, "FlatMap", e)
             async for x in _dataset_of(inner).iterate(env):
                 yield x
 
@@ -571,7 +609,10 @@ class FlatMap(_PassesFailed, DatasetValue):
             if type(elem) is Failed:
                 yield elem
                 continue
-            (inner,) = await self.fn(env, elem)
+            try:
+                (inner,) = await self.fn(env, elem)
+            except Exception as e:
+                _raise_in_function(self.fn, "FlatMap", e)
             async for x in _dataset_of(inner).iterate(env):
                 yield x
 
@@ -607,7 +648,10 @@ class Interleave(_PassesFailed, DatasetValue):
                 return None
             if tolerant and type(elem) is Failed:
                 return elem
-            (inner,) = await self.fn(env, elem)
+            try:
+                (inner,) = await self.fn(env, elem)
+            except Exception as e:
+                _raise_in_function(self.fn, "Interleave", e)
             return _dataset_of(inner).iterate(env)
 
         try:
@@ -833,6 +877,8 @@ class Batch(_PassesFailed, DatasetValue):
                         for _ in range(n - len(buf) - 1):
                             if await anext(source, None) is None:
                                 break
+                        if elem.stage is self.input and elem.error.__cause__ is not None:
+                            elem = Failed(elem.error.__cause__)  # (MapAndBatch's: unworded)
                     buf = []
                     yield elem
                     continue
