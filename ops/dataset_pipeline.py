@@ -407,7 +407,8 @@ class Function:
 
 class Failed:
     """In a tolerant pass (`iterate_tolerant`), an element whose function failed;
-    `stage`: the map whose own function failed (None: another stage's failure)."""
+    `stage`: the map whose own function's error `error` words (in_function, the
+    error its cause), else None."""
 
     __slots__ = ("error", "stage")
 
@@ -496,7 +497,8 @@ class Map(DatasetValue):
         except Exception as e:
             stage = "Map" if self.parallel == 1 else "ParallelMapV2"
             if tolerant and _element_error(e):
-                return Failed(in_function(self.fn, stage, e), self)
+                worded = in_function(self.fn, stage, e)
+                return Failed(worded, self if worded is not e else None)
             _raise_in_function(self.fn, stage, e)
 
     async def _call_tolerant(self, env, elem, tolerant: bool):
@@ -877,8 +879,8 @@ class Batch(_PassesFailed, DatasetValue):
                         for _ in range(n - len(buf) - 1):
                             if await anext(source, None) is None:
                                 break
-                        if elem.stage is self.input and elem.error.__cause__ is not None:
-                            elem = Failed(elem.error.__cause__)  # (MapAndBatch's: unworded)
+                        if elem.stage is self.input:  # (MapAndBatch's own: unworded)
+                            elem = Failed(elem.error.__cause__)
                     buf = []
                     yield elem
                     continue

@@ -168,8 +168,9 @@ class Options(_OptionsBase):
         return out
 
 
-# TF's dataset_options.proto: attribute -> field number of each message (a nested
-# options object -> (field, its table)); TF writes the nested messages even when empty.
+# TF's dataset_options.proto: each message's attributes and their field numbers (a
+# nested options object is a message of its own table; TF writes the nested messages
+# even when they are empty).
 _FIELD_NUMBERS: dict = {
     OptimizationOptions: {
         "apply_default_optimizations": 1,
