@@ -95,15 +95,24 @@ def built_by(value: pl.DatasetValue):
     return value.__dict__.get("_built_by")
 
 
+# The datasets made in this process, counted as TF counts them in its datasets' names
+# ("MapDataset:1"), which its errors from dataset functions give (pl.in_function).
+_DATASET_IDS = itertools.count()
+
+
 def _recording(kernel):
     """`kernel`, noting on each dataset value it returns the op and the inputs."""
 
     def note(ctx, args, out):
         v = out[()] if isinstance(out, np.ndarray) and out.shape == () else None
         if isinstance(v, pl.DatasetValue):
+            n = next(_DATASET_IDS)
             prev = v.__dict__.get("_built_by")
             if prev is None or prev[0] is ctx.op:  # (a pass-through op keeps its input's)
                 v.__dict__["_built_by"] = (ctx.op, args)
+                for a in vars(v).values():  # (its functions' errors name it, as TF's)
+                    if type(a) is pl.Function and a.label is None:
+                        a.label = f"{ctx.op.type}:{n}"
         return out
 
     async def recorded(ctx, *args):
@@ -281,7 +290,7 @@ async def _parallel_map(ctx, ds, *rest):
 async def _map_and_batch(ctx, ds, *rest):
     *captured, batch_size, n, drop = rest
     mapped = pl.Map(_ds(ds), _function(ctx, captured), int(n) if n > 0 else 4)
-    return _handle(pl.Batch(mapped, int(batch_size), bool(drop)))
+    return _handle(pl.Batch(mapped, int(batch_size), bool(drop), fused=True))
 
 
 def _parallel_interleave(trailing: int):

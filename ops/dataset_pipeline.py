@@ -61,12 +61,15 @@ class Env:
     initialization, a run of `reduce`), so `random_states` holds the states of the
     random ops its functions draw from (kernel_api.random_state) for that pass."""
 
-    __slots__ = ("session", "_callers", "random_states")
+    __slots__ = ("session", "_callers", "random_states", "map_and_batch_fusion")
 
     def __init__(self, session):
         self.session = session
         self._callers: dict = {}
         self.random_states: dict = {}
+        # TF's default tf.data optimization map_and_batch_fusion for this pass: None
+        # (on) until the outermost options dataset of the pipeline says (WithOptions).
+        self.map_and_batch_fusion: bool | None = None
 
     def caller(self, fn: Function):
         """The fast call for `fn` in this session (None: use arun)."""
@@ -379,6 +382,9 @@ class Function:
         self.outputs = list(outputs)
         self.captures = list(captures)
         self.capture_values = list(capture_values)
+        # "<op type>:<n>" of the dataset op passing it (ops/dataset_ops.py): its errors
+        # are worded as TF's (`in_function`); None: raised as they are
+        self.label: str | None = None
 
     def __call__(self, env: Env, elem: tuple):
         """An awaitable of the function's outputs for `elem`, drawing from the pass's
@@ -413,12 +419,41 @@ async def _no_results(run) -> tuple:
 
 
 class Failed:
-    """In a tolerant pass (`iterate_tolerant`), an element whose function failed."""
+    """In a tolerant pass (`iterate_tolerant`), an element whose function failed;
+    `stage`: the map whose own function's error `error` words (in_function, the
+    error its cause), else None."""
 
-    __slots__ = ("error",)
+    __slots__ = ("error", "stage")
 
-    def __init__(self, error: BaseException):
+    def __init__(self, error: BaseException, stage: DatasetValue | None = None):
         self.error = error
+        self.stage = stage
+
+
+def in_function(fn: Function, stage: str, exc: BaseException) -> BaseException:
+    """`exc`, raised by a call of `fn` in a `stage` pass ("Map", "Filter", ...), as
+    TF's iterator raises it: of its class, "Error in user-defined function passed to
+    <op type>:<n> transformation with iterator: Iterator::Root::<stage>: <its
+    message>", `exc` its cause; `exc` itself where `fn` has no label or `exc` is not
+    an element's error.  (TF's iterator part names the stages from the iterator's root
+    as its rewrites left them; this one names the failing stage alone.)"""
+    if fn.label is None or not _element_error(exc):
+        return exc
+    worded = type(exc)(
+        exc.node_def,
+        exc.op,
+        f"Error in user-defined function passed to {fn.label} transformation with "
+        f"iterator: Iterator::Root::{stage}: {exc.message}",
+    )
+    worded.__cause__ = exc
+    return worded
+
+
+def _raise_in_function(fn: Function, stage: str, exc: BaseException):
+    worded = in_function(fn, stage, exc)
+    if worded is exc:
+        raise exc
+    raise worded from exc
 
 
 def tolerant_pass(value: DatasetValue, env: Env):
@@ -480,9 +515,11 @@ class Map(DatasetValue):
         try:
             return await self.fn(env, elem)
         except Exception as e:
+            stage = "Map" if self.parallel == 1 else "ParallelMapV2"
             if tolerant and _element_error(e):
-                return Failed(e)
-            raise
+                worded = in_function(self.fn, stage, e)
+                return Failed(worded, self if worded is not e else None)
+            _raise_in_function(self.fn, stage, e)
 
     async def _call_tolerant(self, env, elem, tolerant: bool):
         if type(elem) is Failed:
@@ -542,7 +579,10 @@ class Filter(DatasetValue):
                     yield kept
             return
         async for elem in self.input.iterate(env):
-            (keep,) = await self.predicate(env, elem)
+            try:
+                (keep,) = await self.predicate(env, elem)
+            except Exception as e:
+                _raise_in_function(self.predicate, "Filter", e)
             if np.asarray(keep).shape != ():
                 raise errors.InvalidArgumentError(
                     None, None, "Filter predicate `predicate` must return a scalar bool."
@@ -557,7 +597,7 @@ class Filter(DatasetValue):
             (keep,) = await self.predicate(env, elem)
         except Exception as e:
             if _element_error(e):
-                return Failed(e)
+                return Failed(in_function(self.predicate, "Filter", e))
             raise
         if np.asarray(keep).shape != ():
             raise errors.InvalidArgumentError(
@@ -579,7 +619,10 @@ class FlatMap(_PassesFailed, DatasetValue):
 
     async def iterate(self, env):
         async for elem in self.input.iterate(env):
-            (inner,) = await self.fn(env, elem)
+            try:
+                (inner,) = await self.fn(env, elem)
+            except Exception as e:
+                _raise_in_function(self.fn, "FlatMap", e)
             async for x in _dataset_of(inner).iterate(env):
                 yield x
 
@@ -588,7 +631,10 @@ class FlatMap(_PassesFailed, DatasetValue):
             if type(elem) is Failed:
                 yield elem
                 continue
-            (inner,) = await self.fn(env, elem)
+            try:
+                (inner,) = await self.fn(env, elem)
+            except Exception as e:
+                _raise_in_function(self.fn, "FlatMap", e)
             async for x in _pass_of(_dataset_of(inner), env):
                 yield x
 
@@ -637,12 +683,14 @@ class Interleave(_PassesFailed, DatasetValue):
             except StopAsyncIteration:
                 exhausted = True
                 return None
-            if not tolerant:
-                (inner,) = await self.fn(env, elem)
-                return _dataset_of(inner).iterate(env)
-            if type(elem) is Failed:
+            if tolerant and type(elem) is Failed:
                 return _only(elem)
-            (inner,) = await self.fn(env, elem)
+            try:
+                (inner,) = await self.fn(env, elem)
+            except Exception as e:
+                _raise_in_function(self.fn, "Interleave", e)
+            if not tolerant:
+                return _dataset_of(inner).iterate(env)
             return _pass_of(_dataset_of(inner), env)
 
         try:
@@ -772,7 +820,10 @@ def _unbatch_sparse(v: SparseValue) -> list:
     ]
 
 
-def _batch(elems: list[tuple]) -> tuple:
+def _batch(elems: list[tuple], fused: bool = False) -> tuple:
+    """`elems` stacked component by component.  `fused`: as TF's fused MapAndBatch,
+    which copies each element into a batch shaped by the first one (an element of as
+    many values but another shape is taken reshaped)."""
     out = []
     for k in range(len(elems[0])):
         parts = [e[k] for e in elems]
@@ -782,15 +833,38 @@ def _batch(elems: list[tuple]) -> tuple:
         first = np.shape(parts[0])
         for j, p in enumerate(parts):
             if np.shape(p) != first:
+                if fused:
+                    parts = _fused_parts(parts, first)
+                    break
                 raise errors.InvalidArgumentError(
                     None,
                     None,
                     f"Cannot batch tensors with different shapes in component {k}. First "
-                    f"element had shape {list(first)} and element {j} had shape "
-                    f"{list(np.shape(p))}.",
+                    f"element had shape {_dims(first)} and element {j} had shape "
+                    f"{_dims(np.shape(p))}.",
                 )
         out.append(np.stack(parts))
     return tuple(out)
+
+
+def _fused_parts(parts: list, first: tuple) -> list:
+    size = int(np.prod(first))
+    out = []
+    for p in parts:
+        if np.size(p) != size:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                "Cannot add tensor to the batch: number of elements does not match. "
+                f"Shapes are: [tensor]: {_dims(np.shape(p))}, [batch]: {_dims(first)}",
+            )
+        out.append(np.reshape(p, first))
+    return out
+
+
+def _dims(shape) -> str:
+    """A shape as TF's TensorShape::DebugString writes it: `[2,3]`."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def _batch_records(records: list) -> tuple:
@@ -806,13 +880,30 @@ def _batches(n: int, size: int, drop: bool) -> int:
 
 
 class Batch(_PassesFailed, DatasetValue):
-    def __init__(self, input_value, batch_size, drop_remainder):
+    """`batch_size` elements at a time.  A map directly beneath runs with it as TF's
+    default tf.data optimization map_and_batch_fusion makes them one MapAndBatch,
+    which differs from the two stages apart only where an element fails: its whole
+    batch fails, the rest of the batch's input used up, and a batch of unequal shapes
+    is TF's MapAndBatch error (`_batch`).  `fused`: None for TF's BatchDataset (fused
+    with a map beneath unless the pipeline's options say not), True for its
+    MapAndBatchDataset (whatever the options), False for a batch TF never fuses
+    (ParallelBatchDataset)."""
+
+    def __init__(self, input_value, batch_size, drop_remainder, fused: bool | None = None):
         if batch_size <= 0:
             raise errors.InvalidArgumentError(None, None, "Batch size must be greater than zero.")
         self.input, self.n, self.drop = input_value, int(batch_size), bool(drop_remainder)
+        self.fused = fused
 
     def cardinality(self):
         return _batches(self.input.cardinality(), self.n, self.drop)
+
+    def _fused(self, env: Env) -> bool:
+        """Whether this pass runs as TF's MapAndBatch: asked as an element fails, when
+        every options dataset of the pipeline has had its say (Env)."""
+        if self.fused is not None:
+            return self.fused
+        return type(self.input) is Map and env.map_and_batch_fusion is not False
 
     async def iterate(self, env):
         make = _batch_records if self.input.bare_bytes else _batch
@@ -826,34 +917,71 @@ class Batch(_PassesFailed, DatasetValue):
                     continue
                 k = 0
                 while len(buf) - k >= n:
-                    yield make(buf[k : k + n])
+                    try:
+                        batch = make(buf[k : k + n])
+                    except errors.InvalidArgumentError:
+                        batch = self._refused(make, buf[k : k + n], env)
+                    yield batch
                     k += n
                 del buf[:k]
         finally:
             await source.aclose()
         if buf and not self.drop:
-            yield make(buf)
+            try:
+                batch = make(buf)
+            except errors.InvalidArgumentError:
+                batch = self._refused(make, buf, env)
+            yield batch
+
+    def _refused(self, make, elems: list, env: Env) -> tuple:
+        """The batch of `elems`, which `make` refused: TF's MapAndBatch's error (or its
+        batch) where this pass is fused, else `make`'s error again."""
+        if make is _batch and self._fused(env):
+            return _batch(elems, True)
+        return make(elems)
 
     async def _tolerant(self, env):
-        # An input's `Failed` is the batch's: the elements batched before it are dropped
-        # and the next batch starts after it (TF's BatchDataset without map fusion).
+        # An input's `Failed` is the batch's: unfused, the elements batched before it
+        # are dropped and the next batch starts after it (TF's BatchDataset); fused,
+        # the rest of its batch is read and dropped as well (TF's MapAndBatch).  A batch
+        # that cannot be made is that call's error, and the pass goes on.
         n = self.n
         buf: list = []
         source = _pass_of(self.input, env)
         try:
             async for elem in source:
                 if type(elem) is Failed:
+                    if self._fused(env):
+                        for _ in range(n - len(buf) - 1):
+                            if await anext(source, None) is None:
+                                break
+                        if elem.stage is self.input:  # (MapAndBatch's own: unworded)
+                            elem = Failed(elem.error.__cause__)
                     buf = []
                     yield elem
                     continue
                 buf.append(elem)
                 if len(buf) == n:
-                    yield _batch(buf)
+                    try:
+                        batch = _batch(buf)
+                    except errors.InvalidArgumentError:
+                        batch = self._tolerant_refused(buf, env)
+                    yield batch
                     buf = []
         finally:
             await source.aclose()
         if buf and not self.drop:
-            yield _batch(buf)
+            try:
+                batch = _batch(buf)
+            except errors.InvalidArgumentError:
+                batch = self._tolerant_refused(buf, env)
+            yield batch
+
+    def _tolerant_refused(self, elems: list, env: Env):
+        try:
+            return self._refused(_batch, elems, env)
+        except errors.InvalidArgumentError as e:
+            return Failed(e)
 
 
 class PaddedBatch(_PassesFailed, DatasetValue):

@@ -28,7 +28,7 @@ import os
 
 import numpy as np
 
-from asyncflow import dtypes, errors, tensor_shape
+from asyncflow import dtypes, errors, proto_wire, tensor_shape
 from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
@@ -64,7 +64,9 @@ async def _padded_batch_v1(ctx, ds, batch_size, *rest):
 
 
 async def _parallel_batch(ctx, ds, batch_size, num_parallel_calls, drop_remainder):
-    return dso._handle(pl.Batch(dso._ds(ds), int(batch_size), bool(drop_remainder)))
+    # (TF's map_and_batch_fusion leaves a parallel batch apart from a map beneath)
+    batch = pl.Batch(dso._ds(ds), int(batch_size), bool(drop_remainder), fused=False)
+    return dso._handle(batch)
 
 
 dso._register("BatchDataset", [_IN, "batch_size: int64"], _META, _batch_v1)
@@ -373,10 +375,13 @@ for _name, (_inputs, _attrs) in _PASS_THROUGH.items():
 
 class WithOptions(pl.DatasetValue):
     """The input's elements, with TF's serialized options for the pipeline (which
-    GetOptions reads; the runtime has nothing to tune by them)."""
+    GetOptions reads).  Of them the runtime follows map_and_batch_fusion (for a failed
+    element, dataset_pipeline.Batch): the outermost options dataset of a pass, which
+    holds the pipeline's options merged, says it as the pass starts (Env)."""
 
     def __init__(self, input_value, serialized: bytes):
         self.input, self.serialized = input_value, serialized
+        self.map_and_batch_fusion = _map_and_batch_fusion(serialized)
 
     @property
     def bare_bytes(self):
@@ -385,16 +390,46 @@ class WithOptions(pl.DatasetValue):
     @property
     def iterate_tolerant(self):
         """The input's tolerant pass (dataset_pipeline.tolerant_pass), where it has one."""
-        return getattr(self.input, "iterate_tolerant", None)
+        if getattr(self.input, "iterate_tolerant", None) is None:
+            return None
+        return self._tolerant
+
+    def _tolerant(self, env):
+        if env.map_and_batch_fusion is None:
+            env.map_and_batch_fusion = self.map_and_batch_fusion
+        return self.input.iterate_tolerant(env)
 
     def cardinality(self):
         return self.input.cardinality()
 
     def iterate(self, env):
+        if env.map_and_batch_fusion is None:
+            env.map_and_batch_fusion = self.map_and_batch_fusion
         return self.input.iterate(env)
 
     def chunks(self, env):
+        if env.map_and_batch_fusion is None:
+            env.map_and_batch_fusion = self.map_and_batch_fusion
         return self.input.chunks(env)
+
+
+def _map_and_batch_fusion(serialized: bytes) -> bool:
+    """Whether serialized Options leave TF's map_and_batch_fusion on: its own setting
+    (OptimizationOptions field 9), else off only where apply_default_optimizations
+    (field 1) is false.  Options that do not parse leave it on."""
+    try:
+        fusion = defaults = None
+        for number, wire, value in proto_wire.fields(serialized):
+            if number == 3 and wire == 2:  # optimization_options (a later one merges)
+                for inner, inner_wire, v in proto_wire.fields(value):
+                    if inner_wire == 0 and inner in (1, 9):
+                        if inner == 9:
+                            fusion = bool(v)
+                        else:
+                            defaults = bool(v)
+    except ValueError:
+        return True
+    return fusion if fusion is not None else defaults is not False
 
 
 async def _options(ctx, ds):

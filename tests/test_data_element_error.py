@@ -1,7 +1,9 @@
 """A map's failed element under other transformations, against TF 2.21's results
 (tests/fixtures/dataset_element_error_cases.py, recorded by
 record_dataset_element_error_tf.py): the element is that get_next's error and the pass
-goes on (ops/dataset_pipeline.py's tolerant passes, `Failed` elements)."""
+goes on (ops/dataset_pipeline.py's tolerant passes, `Failed` elements); a map directly
+under a batch fails the whole batch, as TF's default map_and_batch_fusion runs them
+(tests/test_data_map_batch_fusion.py has more)."""
 
 import json
 import pathlib
@@ -17,26 +19,8 @@ import dataset_element_error_cases as cases  # noqa: E402
 
 RECORDED = json.loads((FIXTURES / "dataset_element_error_tf.json").read_text())
 
-# TF's default map_and_batch_fusion fuses a map directly under a batch: a failed element
-# fails its whole batch (the elements after it in the batch are used up).  asyncflow
-# runs the batch unfused, as TF does with the fusion off (the *_no_fusion cases).
-_FUSED = {"batch2", "map_batch2", "map_and_batch"}
-_WHY_FUSED = (
-    "TF 2.21's default map_and_batch_fusion drops the rest of a failed element's batch; "
-    "asyncflow applies no tf.data optimizations at run time (the unfused result is TF's "
-    "with the fusion off: the *_no_fusion cases pass)"
-)
 
-
-@pytest.mark.parametrize(
-    "key",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=_WHY_FUSED))
-        if k in _FUSED
-        else k
-        for k in sorted(cases.CASES)
-    ],
-)
+@pytest.mark.parametrize("key", sorted(cases.CASES))
 def test_element_error_matches_tf(key):
     with tf.Graph().as_default():
         assert cases.CASES[key](tf) == RECORDED["cases"][key]

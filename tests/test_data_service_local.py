@@ -28,7 +28,8 @@ svc = tf.data.experimental.service
 TF = json.loads(
     (pathlib.Path(__file__).parent / "fixtures" / "data_service_local_tf.json").read_text()
 )
-_HANG_MS = 300  # (TF's recording waited 5 s; a read that waits here waits for good)
+_HANG_MS = 1000  # (TF's recording waited 5 s; a read that waits here waits for good;
+# 300 ms read a slow first element as a hang on a loaded machine)
 
 
 @pytest.fixture

@@ -4,9 +4,11 @@ recorded by tests/fixtures/record_data_service_worker_error_tf.py).
 
 The error keeps its class and reads "Failed to get element from worker W: Failed to get
 an element, with a nonretryable error: Failed to get element: <the iterator's error>",
-for a plain read and a coordinated one, and every later get_next gives it again.  TF's
-own decoration of a map function's error ("Error in user-defined function passed to
-...") is not asyncflow's: it is taken out of the recording before comparing."""
+for a plain read and a coordinated one, and every later get_next gives it again.  The
+map function's error is worded as TF's ("Error in user-defined function passed to
+<op type>:<n> transformation with iterator: <prefix>: ..."), whose count and iterator
+prefix are TF's own (tests/test_data_fn_error_words.py): that part is taken out of
+both before comparing."""
 
 import json
 import pathlib
@@ -39,7 +41,8 @@ def test_worker_errors_as_tf():
     refused consumer index: TF's class and words, again at every later get_next; an
     unknown cardinality repeated for ever is infinite (the coordinated read's)."""
     got = record(tf, 2000)
-    assert got == {k: _plain(v) for k, v in TF.items()}
+    assert {k: _plain(v) for k, v in got.items()} == {k: _plain(v) for k, v in TF.items()}
+    assert "passed to MapDataset:" in got["plain"][-1][1]
     assert got["repeat_cardinality"] == [-1, -2]  # (an unknown count repeated for ever)
 
 

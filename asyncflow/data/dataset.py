@@ -571,8 +571,19 @@ class Dataset:
                 else _respec(s, None)
             )
         )
+        if num_parallel_calls is None:
+            drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
+            return self._then("BatchDatasetV2", [self._variant, bs, drop], structure)
+        # TF's parallel batch: its own op, which TF's map_and_batch_fusion leaves apart
+        n = _i64(num_parallel_calls, "num_parallel_calls")
         drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
-        return self._then("BatchDatasetV2", [self._variant, bs, drop], structure)
+        det = "default" if deterministic is None else str(bool(deterministic)).lower()
+        return self._then(
+            "ParallelBatchDataset",
+            [self._variant, bs, n, drop],
+            structure,
+            attrs={"deterministic": det},
+        )
 
     def padded_batch(
         self, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False,
@@ -1037,9 +1048,18 @@ class Dataset:
         return out
 
     def with_options(self, options, name=None) -> Dataset:
-        """This dataset with `options` merged over its own (kept; see data/options.py)."""
-        out = Dataset(self._variant, self._structure)
-        out._map, out._options = self._map, self.options().merge(options)
+        """This dataset with `options` merged over its own, as TF's OptionsDataset op
+        (kept; see data/options.py)."""
+        from asyncflow.data.options import serialized
+
+        merged = self.options().merge(options)
+        out = self._then(
+            "OptionsDataset",
+            [self._variant],
+            attrs={"serialized_options": serialized(merged)},
+            name=name,
+        )
+        out._options = merged
         return out
 
     # -- iteration

@@ -1,15 +1,20 @@
 """`tf.data.Options` and its parts, as TF1 programs set them.
 
-The options are kept (a dataset's `options()` returns what `with_options` gave it)
-but change nothing: this runtime's pipelines have no thread pools to size, no graph
-rewrites to switch and no auto-sharding (a worker shards with `Dataset.shard`).  Each
-class takes only TF's attribute names, so a misspelt option is an AttributeError here
-as in TF.
+The options are kept (a dataset's `options()` returns what `with_options` gave it,
+and `with_options` writes them into the graph as TF's OptionsDataset op, serialized
+as TF's `Options` message: `serialized`).  Of TF's optimizations only one changes
+what a pipeline gives: map_and_batch_fusion, which the runtime follows for a failed
+element (ops/dataset_pipeline.py's Batch).  Otherwise they change nothing: this
+runtime's pipelines have no thread pools to size and no auto-sharding (a worker
+shards with `Dataset.shard`).  Each class takes only TF's attribute names, so a
+misspelt option is an AttributeError here as in TF.
 """
 
 from __future__ import annotations
 
 import enum
+
+from asyncflow.proto_wire import length_delimited, varint
 
 __all__ = [
     "AutoShardPolicy",
@@ -161,3 +166,68 @@ class Options(_OptionsBase):
                 elif value is not None:
                     out._values[name] = value
         return out
+
+
+# TF's dataset_options.proto: each message's attributes and their field numbers (a
+# nested options object is a message of its own table; TF writes the nested messages
+# even when they are empty).
+_FIELD_NUMBERS: dict = {
+    OptimizationOptions: {
+        "apply_default_optimizations": 1,
+        "filter_fusion": 6,
+        "map_and_batch_fusion": 9,
+        "map_and_filter_fusion": 10,
+        "map_fusion": 11,
+        "map_parallelization": 12,
+        "noop_elimination": 14,
+        "parallel_batch": 15,
+        "shuffle_and_repeat_fusion": 17,
+        "filter_parallelization": 18,
+        "inject_prefetch": 19,
+        "seq_interleave_prefetch": 21,
+    },
+    ThreadingOptions: {"max_intra_op_parallelism": 1, "private_threadpool_size": 2},
+    DistributeOptions: {"auto_shard_policy": 1, "num_devices": 2},
+    AutotuneOptions: {
+        "enabled": 1,
+        "cpu_budget": 2,
+        "ram_budget": 3,
+        "autotune_algorithm": 4,
+        "initial_parallelism": 5,
+    },
+    ServiceOptions: {"pinned": 1},
+    Options: {
+        "deterministic": 1,
+        "experimental_deterministic": 1,
+        "experimental_distribute": 2,
+        "experimental_optimization": 3,
+        "experimental_slack": 4,
+        "threading": 5,
+        "experimental_external_state_policy": 6,
+        "autotune": 7,
+        "experimental_symbolic_checkpoint": 8,
+        "experimental_warm_start": 9,
+        "dataset_name": 10,
+        "framework_type": 11,
+        "experimental_service": 12,
+    },
+}
+
+
+def serialized(options: _OptionsBase) -> bytes:
+    """`options` as TF's serialized `Options` message (OptionsDataset's
+    `serialized_options`): the fields set, in field order, the nested messages always
+    (as TF's `Options._to_proto` writes them)."""
+    numbers = _FIELD_NUMBERS[type(options)]
+    fields: dict[int, bytes] = {}
+    for name, number in numbers.items():
+        value = options._values.get(name)
+        if isinstance(value, _OptionsBase):
+            fields[number] = length_delimited(number, serialized(value))
+        elif isinstance(value, str):
+            fields[number] = length_delimited(number, value.encode())
+        elif isinstance(value, (list, tuple)):
+            fields[number] = b"".join(length_delimited(number, str(v).encode()) for v in value)
+        elif value is not None:
+            fields[number] = varint(number << 3) + varint(int(value))
+    return b"".join(fields[k] for k in sorted(fields))

@@ -90,8 +90,12 @@ def test_padded_batch_recorded_from_tf(sess):
 
 
 def test_batch_of_unequal_shapes_is_invalid_argument(sess):
-    ds = D.range(1, 4).map(lambda v: af.fill([v], v)).batch(2)
+    ds = D.range(1, 4).prefetch(1).map(lambda v: af.fill([v], v)).prefetch(1).batch(2)
     with pytest.raises(errors.InvalidArgumentError, match="Cannot batch tensors"):
+        values(sess, ds)
+    # A map directly under the batch: TF's default map_and_batch_fusion's words.
+    ds = D.range(1, 4).map(lambda v: af.fill([v], v)).batch(2)
+    with pytest.raises(errors.InvalidArgumentError, match="Cannot add tensor to the batch"):
         values(sess, ds)
 
 

@@ -1,0 +1,69 @@
+"""An error raised inside a dataset function as get_next raises it, against TF 2.21's
+recorded class and words (tests/fixtures/dataset_fn_error_words_cases.py, recorded by
+record_dataset_fn_error_words_tf.py): "Error in user-defined function passed to <op
+type>:<n> transformation with iterator: <prefix>: <cause>" (ops/dataset_pipeline.py's
+in_function).  Two parts are TF's own and not compared: <n> counts the datasets TF's
+process made before, and TF's prefix names the iterator's path from its root after
+TF's graph rewrites (map_parallelization, inject_prefetch), where ours names the failing
+stage alone ("Iterator::Root::Map").  A parallel map is TF1's ParallelMapDataset op
+here (TF 2.21 writes ParallelMapDatasetV2), and its errors name that op."""
+
+import json
+import pathlib
+import re
+import sys
+
+import pytest
+
+import asyncflow as tf
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+import dataset_fn_error_words_cases as cases  # noqa: E402
+
+RECORDED = json.loads((FIXTURES / "dataset_fn_error_words_tf.json").read_text())
+_TF_OWN = re.compile(r"(passed to \w+):\d+ (transformation with iterator): \S+: ")
+
+
+# asyncflow's Dataset.map runs a map of a map as one function (its build-time map
+# fusion; TF 2.21 keeps them apart): fused in turn into the batch, the lower map's
+# error is the MapAndBatch's own, unworded, where TF words the lower map's.
+_MAP_OF_MAP = "map_under_fused_map"
+
+
+def _comparable(result):
+    if result is None:
+        return None
+    cls, message = result
+    message = message.replace("ParallelMapDatasetV2:", "ParallelMapDataset:")
+    return [cls, _TF_OWN.sub(r"\1:<n> \2: <iterator>: ", message)]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="build-time map fusion"))
+        if k == _MAP_OF_MAP
+        else k
+        for k in sorted(cases.CASES)
+    ],
+)
+def test_function_error_words_match_tf(key):
+    with tf.Graph().as_default():
+        got = cases.CASES[key](tf)
+    assert _comparable(got) == _comparable(RECORDED["cases"][key])
+
+
+def test_our_words_name_the_stage_and_count_the_datasets():
+    with tf.Graph().as_default():
+        cls, first = cases.CASES["map"](tf)
+    with tf.Graph().as_default():
+        _, again = cases.CASES["parallel_map"](tf)
+    n = int(re.search(r"MapDataset:(\d+) ", first)[1])
+    assert cls == "InvalidArgumentError"
+    assert first == (
+        f"Error in user-defined function passed to MapDataset:{n} transformation with "
+        "iterator: Iterator::Root::Map: indices = 100 is not in [0, 5)"
+    )
+    m = int(re.search(r"ParallelMapDataset:(\d+) ", again)[1])
+    assert m >= n + 2 and "Iterator::Root::ParallelMapV2: " in again  # (range, map)
