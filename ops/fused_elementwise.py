@@ -47,7 +47,13 @@ from asyncflow.ops.select_zero import _masked
 from asyncflow.ops.slicing_ops import _BITS, _select_bits
 from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 
-__all__ = ["FusedElementwise", "fuse_concat_outputs", "fuse_elementwise", "ELEMENTWISE"]
+__all__ = [
+    "FusedElementwise",
+    "fuse_concat_outputs",
+    "fuse_elementwise",
+    "mark_shape_only_outputs",
+    "ELEMENTWISE",
+]
 
 _FLOATS = TypeConstraint([dtypes.float16, dtypes.float32, dtypes.float64])
 
@@ -327,6 +333,7 @@ class _Schedule:
         "itemsize",
         "temps",
         "jit",  # the program as one compiled loop (fused_elementwise_jit), or None
+        "shape_only",  # [(result position, shape)]: `mark_shape_only_outputs`'
     )
 
 
@@ -348,6 +355,8 @@ class _Program:
             tuple(operands[starts[j] : starts[j + 1]]) for j in range(len(self.rules))
         ]
         self.results = [self.n_fixed + r for r in attrs["results"]]
+        # results nothing reads but for their shapes (`mark_shape_only_outputs`)
+        self.shape_only = frozenset(attrs.get("shape_only") or ())
         concat = attrs.get("concat") or ()
         self.concat = (int(concat[0]), int(concat[1])) if concat else None
         n_shapes = len(attrs["Tshapes"])
@@ -378,7 +387,8 @@ class _Program:
         shapes = [tuple(x.shape) for x in xs] + [v.shape for v in self.literals]
         rep = list(range(n_fixed))  # the value each value is (a SumTo to g's shape is g)
         special: dict[int, object] = {}  # instruction -> its schedule's own function
-        outputs = set(self.results)
+        results = [r for k, r in enumerate(self.results) if k not in self.shape_only]
+        outputs = set(results)
         for j, (rule, args) in enumerate(zip(self.rules, self.operands)):
             v = n_fixed + j
             rep.append(v)
@@ -405,7 +415,8 @@ class _Program:
                     last_use[rep[a]] = j
         sched = _Schedule()
         self._assign_slots(sched, shapes, rep, last_use, outputs, special)
-        sched.results = self.results
+        sched.results = results
+        sched.shape_only = [(k, shapes[self.results[k]]) for k in sorted(self.shape_only)]
         sched.elements = max((math.prod(s) for s in shapes[n_fixed:]), default=0)
         sched.itemsize = self.dtype.itemsize
         sched.temps = []  # temporaries' arrays between runs (one set per concurrent run)
@@ -553,7 +564,7 @@ class _Program:
         if sched.jit is not None:
             out = sched.jit(xs)  # (packed: fused_elementwise_jit.compile_schedule)
             if out is not None:
-                return out
+                return self._with_shapes(xp, sched, out) if sched.shape_only else out
         fns, literals = self.bound(xp)
         dtype, shapes = self.dtype, sched.slot_shapes
         bufs: list = [None] * len(shapes)
@@ -583,7 +594,17 @@ class _Program:
                 v = xp.copy(v)
             seen.add(id(v))
             outs.append(v)
-        return self.pack(xp, tuple(outs))
+        outs = self.pack(xp, tuple(outs))
+        return self._with_shapes(xp, sched, outs) if sched.shape_only else outs
+
+    def _with_shapes(self, xp, sched: _Schedule, outs: tuple) -> tuple:
+        """The node's outputs with the shape-only ones put in: a zero-stride view of
+        each one's shape (nothing reads its values; no join, `mark_shape_only_outputs`)."""
+        outs = list(outs)
+        zero = xp.zeros((), self.dtype)
+        for k, shape in sched.shape_only:
+            outs.insert(k, xp.broadcast_to(zero, shape))
+        return tuple(outs)
 
 
 # -- the graph pass ----------------------------------------------------------------------
@@ -923,6 +944,46 @@ def fuse_concat_outputs(view) -> None:
             outputs=[(f, k) for k in rest],
         )
         view.drop_if_unused(axis_src[0])
+
+
+def mark_shape_only_outputs(view) -> None:
+    """Outputs of a CPU `_FusedElementwise` whose values nothing reads, only their shapes
+    (attr `shape_only`): each is a zero-stride view of its shape, never written.
+
+    An LSTM cell's forward program wrote nine [batch, units] arrays, two of them (the
+    products c * f and i * j) only for the backward program's SumTo targets, which
+    read their shapes (`_shape_source`).  Only where every reader of the output takes
+    its shape: a fused node's `shape_of` input or a Shape node, no fetch, no Send; and
+    not for a node with a join (`concat`) or whose every output would be one."""
+    nodes = view.nodes
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op.type != "_FusedElementwise" or not view.available(i):
+            continue
+        if node.device.device_type != "CPU" or op._attrs.get("concat"):
+            continue
+        fetched = {fe[1] for fe in view.partition.fetches if fe[0] == i}
+        if None in fetched:
+            continue
+        readers: dict[int, bool] = {}  # output -> whether only its shape is read
+        for u, slot in view.consumers(i):
+            k = nodes[u].inputs[slot][1]
+            readers[k] = readers.get(k, True) and _reads_shape(nodes[u], slot)
+        only = sorted(k for k, shape in readers.items() if shape and k not in fetched)
+        if only and len(only) < len(op._outputs):
+            op._attrs["shape_only"] = only
+
+
+def _reads_shape(node, slot: int) -> bool:
+    """Whether `node` reads its input `slot` for the shape alone."""
+    op = node.op
+    if op.type == "Shape":
+        return True
+    if op.type != "_FusedElementwise":
+        return False
+    k = slot - op._attrs["N"]
+    flags = list(op._attrs.get("shape_of") or ())
+    return 0 <= k < len(flags) and bool(flags[k])
 
 
 def _open_gates(view, eligible: list, deadness) -> None:
