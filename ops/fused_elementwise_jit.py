@@ -52,8 +52,9 @@ __all__ = ["compile_schedule", "wait"]
 # instructions take 0.4-0.8x their ufunc programs' time); staged from _MIN_STAGED
 # (each of its NumPy calls a pass of its own).
 _MIN_ELEMENTS = 1024
-# ... and from this many where a float32 Sigmoid is inside (TF's function, ~25 NumPy
-# calls in the ufunc program: ~15 us at any size this small).
+# ... and from this many, in one loop or in stages, where a float32 Sigmoid is inside
+# (TF's function, ~25 NumPy calls in the ufunc program: a GAN's loss program of two
+# Sigmoids and three Logs over [128,1] took 260 us in the step, 92 with NumPy's formula).
 _MIN_SIGMOID = 64
 _MIN_STAGED = 4096
 
@@ -658,7 +659,8 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     Values are the program's (inputs, literals, instructions, aliases resolved) and, per
     Sigmoid j, ("neg", j) and ("exp", j).  stages[k]: [(value, expression)] in order;
     calls[k]: [(ufunc, value, operand)] run before stage k."""
-    if sched.elements < _MIN_STAGED or program.dtype not in (np.float32, np.float64):
+    least = _MIN_SIGMOID if "Sigmoid" in inline else _MIN_STAGED
+    if sched.elements < least or program.dtype not in (np.float32, np.float64):
         return None
     if any(t in _SELECTS for t in program.types):
         return None  # (bool conditions: the whole loop's, or NumPy's program)
