@@ -24,3 +24,14 @@ def test_matches_tf(key):
     with tf.Graph().as_default():
         got = cases.CASES[key](tf)
     assert json.loads(json.dumps(got)) == RECORDED["cases"][key]
+
+
+def test_ignore_errors_above_ends_rather_than_spins():
+    # TF's ignore_errors would call its input for ever here (the count's error at every
+    # call); ours gives the error once it repeats, then the end.
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(5).apply(tf.data.experimental.assert_cardinality(3))
+        ds = ds.apply(tf.data.experimental.ignore_errors())
+        got = cases._reads(tf, ds, 6)
+    only = "Input dataset was expected to contain 3 elements but contained only 5 elements."
+    assert got == [[0, 1, 2, ["FailedPreconditionError", only], "end", "end"]]
