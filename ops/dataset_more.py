@@ -947,14 +947,30 @@ def _elements(n: int) -> str:
 
 
 class AssertCardinality(pl._PassesFailed, pl.DatasetValue):
+    """The input unchanged while it has at most `expected` elements.  As TF's, a wrong
+    count is an error at every later call: each element past `expected` is an error
+    ("at least" that many), and once the input ends with another count than expected,
+    every call is that count's error ("only"), for ever.  So this stage always has a
+    tolerant pass, which stages above take to hand the errors on (its plain pass, for
+    a consumer with none, ends at the first error)."""
+
     def __init__(self, input_value, expected: int):
         self.input, self.expected = input_value, expected
 
+    @property
+    def iterate_tolerant(self):
+        return self._tolerant
+
     def _wrong(self, n: int, at_least: bool) -> errors.FailedPreconditionError:
+        want = (
+            "an infinite number of elements"
+            if self.expected == INFINITE
+            else _elements(self.expected)
+        )
         return errors.FailedPreconditionError(
             None,
             None,
-            f"Input dataset was expected to contain {_elements(self.expected)} but "
+            f"Input dataset was expected to contain {want} but "
             f"contained {'at least' if at_least else 'only'} {_elements(n)}.",
         )
 
@@ -965,7 +981,7 @@ class AssertCardinality(pl._PassesFailed, pl.DatasetValue):
             if self.expected >= 0 and n > self.expected:
                 raise self._wrong(n, True)
             yield elem
-        if n != self.expected and self.expected != INFINITE:
+        if n != self.expected:
             raise self._wrong(n, False)
 
     async def _tolerant(self, env):
@@ -974,11 +990,12 @@ class AssertCardinality(pl._PassesFailed, pl.DatasetValue):
             if type(elem) is not pl.Failed:  # (a failed element is not counted, as TF's)
                 n += 1
                 if self.expected >= 0 and n > self.expected:
-                    raise self._wrong(n, True)
+                    elem = pl.Failed(self._wrong(n, True))
             yield elem
-        if n != self.expected and self.expected != INFINITE:
+        if n != self.expected:
+            # (one Failed for ever: ignore_errors above ends on it rather than spin)
             failed = pl.Failed(self._wrong(n, False))
-            while True:  # (TF's: the error again at every later call)
+            while True:
                 yield failed
 
     def cardinality(self):

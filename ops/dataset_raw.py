@@ -119,7 +119,11 @@ async def _shuffle_v3(ctx, ds, buffer_size, seed, seed2, seed_generator):
 
 
 async def _shuffle_and_repeat(ctx, ds, buffer_size, seed, seed2, count, seed_generator=None):
-    # Each epoch is one pass of the shuffle, which asks its generator for new seeds.
+    # Each epoch is one pass of the shuffle, which asks its generator for new seeds
+    # (TF's fused op keeps the next epoch's first elements in its buffer, but draws
+    # only among the current epoch's: the same order).
+    if count == 0 or count < -1:
+        raise _bad("count must be greater than zero or equal to -1.")
     shuffled = _shuffle(ds, buffer_size, _generator(ctx, seed, seed2, seed_generator))
     return dso._handle(pl.Repeat(shuffled, count))
 

@@ -82,6 +82,7 @@ _START_TIMEOUT_S = 120.0
 _DATASET_OPS = {
     "TFRecordDataset",
     "ShuffleDataset",
+    "ShuffleAndRepeatDataset",
     "BatchDatasetV2",
     "MapDataset",
     "ParallelMapDataset",
@@ -98,6 +99,7 @@ _PURE = _DATASET_OPS | {
     "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd",
     "LogicalOr", "LogicalNot", "Pack", "ConcatV2", "Shape", "Fill", "ZerosLike",
     "OnesLike", "ClipByValue", "Round", "Floor", "Ceil",
+    "SelectV2",  # (shuffle_and_repeat's seed2, chosen in the graph)
 }  # fmt: skip
 _NUMERIC = {np.dtype(d).str for d in w.DTYPES}
 

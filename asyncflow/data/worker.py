@@ -35,6 +35,8 @@ import sys
 
 from asyncflow.data import shm_wire as w
 
+_SHUFFLES = ("ShuffleDataset", "ShuffleAndRepeatDataset")  # (ops drawing from the Philox loop)
+
 
 def _read_exact(fd: int, n: int) -> bytes:
     parts, left = [], n
@@ -113,7 +115,7 @@ class _Worker:
             af.import_graph_def(graph, name="")
         self.graph = g
         self.dataset = g.get_tensor_by_name(cfg["dataset"])
-        if any(op.type == "ShuffleDataset" for op in g.get_operations()):
+        if any(op.type in _SHUFFLES for op in g.get_operations()):
             # The shuffle's draws come from a compiled loop (numba: ~0.35 s of CPU to
             # import and compile or load, on a thread of its own): ready before HELO,
             # so it does not share a core with the step during the first passes here.

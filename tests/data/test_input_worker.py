@@ -463,13 +463,16 @@ def test_worker_warms_the_shuffles_compiled_loop_before_it_is_ready(files, monke
 
     warmed = []
     monkeypatch.setattr(philox_random, "warm", lambda timeout=120.0: warmed.append(1) or True)
-    for shuffle, want in ((True, [1]), (False, [])):
+    sar = af.data.experimental.shuffle_and_repeat(40, 2, seed=7)
+    for shuffle, want in (("shuffle", [1]), ("shuffle_and_repeat", [1]), (None, [])):
         warmed.clear()
         g = af.Graph()
         with g.as_default():
             ds = af.data.TFRecordDataset(files)
-            if shuffle:
+            if shuffle == "shuffle":
                 ds = ds.shuffle(40, seed=7)
+            elif shuffle:  # (TF's fused op, its seed2 chosen in the graph: served too)
+                ds = ds.apply(sar)
             op = ds.batch(8).prefetch(2)._variant.op
             needed = remote._subgraph(op)
             graph = remote._graph_bytes(op, needed)
