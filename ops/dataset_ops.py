@@ -385,7 +385,13 @@ _register(
 _register(
     "ParallelMapDatasetV2",
     [_IN, "other_arguments: Targuments", "num_parallel_calls: int64"],
-    {**_FN, "deterministic": "default"},
+    {
+        **_FN,
+        "deterministic": "default",
+        "use_inter_op_parallelism": True,
+        "preserve_cardinality": False,
+        "use_unbounded_threadpool": False,
+    },
     _parallel_map,
 )
 _register(
@@ -397,7 +403,7 @@ _register(
         "num_parallel_calls: int64",
         "drop_remainder: bool",
     ],
-    _FN,
+    {**_FN, "preserve_cardinality": False},
     _map_and_batch,
 )
 _register("FilterDataset", [_IN, "other_arguments: Targuments"], _FN, _filter)

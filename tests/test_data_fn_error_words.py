@@ -5,8 +5,7 @@ type>:<n> transformation with iterator: <prefix>: <cause>" (ops/dataset_pipeline
 in_function).  Two parts are TF's own and not compared: <n> counts the datasets TF's
 process made before, and TF's prefix names the iterator's path from its root after
 TF's graph rewrites (map_parallelization, inject_prefetch), where ours names the failing
-stage alone ("Iterator::Root::Map").  A parallel map is TF1's ParallelMapDataset op
-here (TF 2.21 writes ParallelMapDatasetV2), and its errors name that op."""
+stage alone ("Iterator::Root::Map")."""
 
 import json
 import pathlib
@@ -35,7 +34,6 @@ def _comparable(result):
     if result is None:
         return None
     cls, message = result
-    message = message.replace("ParallelMapDatasetV2:", "ParallelMapDataset:")
     return [cls, _TF_OWN.sub(r"\1:<n> \2: <iterator>: ", message)]
 
 
@@ -65,5 +63,5 @@ def test_our_words_name_the_stage_and_count_the_datasets():
         f"Error in user-defined function passed to MapDataset:{n} transformation with "
         "iterator: Iterator::Root::Map: indices = 100 is not in [0, 5)"
     )
-    m = int(re.search(r"ParallelMapDataset:(\d+) ", again)[1])
+    m = int(re.search(r"ParallelMapDatasetV2:(\d+) ", again)[1])
     assert m >= n + 2 and "Iterator::Root::ParallelMapV2: " in again  # (range, map)
