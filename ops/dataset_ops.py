@@ -278,13 +278,22 @@ _register("GeneratorDataset", [], {"token": ""}, _generator)
 # -- transformations ----------------------------------------------------------------------------
 
 
+def _map_function(ctx, captured) -> pl.Function:
+    """A map's function; for maps Dataset.map fused into one call as it built them, the
+    op names of each earlier map's part (`pl.Function.earlier`: their errors are those
+    maps', as TF runs them apart)."""
+    fn = _function(ctx, captured)
+    fn.earlier = getattr(ctx.op, "_fused_maps", ())
+    return fn
+
+
 async def _map(ctx, ds, *captured):
-    return _handle(pl.Map(_ds(ds), _function(ctx, captured)))
+    return _handle(pl.Map(_ds(ds), _map_function(ctx, captured)))
 
 
 async def _parallel_map(ctx, ds, *rest):
     *captured, n = rest
-    return _handle(pl.Map(_ds(ds), _function(ctx, captured), int(n) if n > 0 else 4))
+    return _handle(pl.Map(_ds(ds), _map_function(ctx, captured), int(n) if n > 0 else 4))
 
 
 async def _map_and_batch(ctx, ds, *rest):

@@ -385,6 +385,15 @@ class Function:
         # "<op type>:<n>" of the dataset op passing it (ops/dataset_ops.py): its errors
         # are worded as TF's (`in_function`); None: raised as they are
         self.label: str | None = None
+        # Of maps Dataset.map fused into this one call, the op names of each earlier
+        # map's part (ops/dataset_ops.py's `_map_function`)
+        self.earlier: tuple[frozenset, ...] = ()
+
+    def in_earlier(self, exc: BaseException) -> bool:
+        """Whether `exc` failed an op of an earlier map fused into this call."""
+        op = getattr(exc, "op", None)
+        name = getattr(op, "name", None)
+        return name is not None and any(name in part for part in self.earlier)
 
     def __call__(self, env: Env, elem: tuple):
         """An awaitable of the function's outputs for `elem`, drawing from the pass's
@@ -421,7 +430,8 @@ async def _no_results(run) -> tuple:
 class Failed:
     """In a tolerant pass (`iterate_tolerant`), an element whose function failed;
     `stage`: the map whose own function's error `error` words (in_function, the
-    error its cause), else None."""
+    error its cause), else None (an error of an earlier map fused into its call
+    included: TF's maps are apart, so the error is that map's)."""
 
     __slots__ = ("error", "stage")
 
@@ -518,7 +528,8 @@ class Map(DatasetValue):
             stage = "Map" if self.parallel == 1 else "ParallelMapV2"
             if tolerant and _element_error(e):
                 worded = in_function(self.fn, stage, e)
-                return Failed(worded, self if worded is not e else None)
+                own = worded is not e and not self.fn.in_earlier(e)
+                return Failed(worded, self if own else None)
             _raise_in_function(self.fn, stage, e)
 
     async def _call_tolerant(self, env, elem, tolerant: bool):

@@ -24,12 +24,6 @@ RECORDED = json.loads((FIXTURES / "dataset_fn_error_words_tf.json").read_text())
 _TF_OWN = re.compile(r"(passed to \w+):\d+ (transformation with iterator): \S+: ")
 
 
-# asyncflow's Dataset.map runs a map of a map as one function (its build-time map
-# fusion; TF 2.21 keeps them apart): fused in turn into the batch, the lower map's
-# error is the MapAndBatch's own, unworded, where TF words the lower map's.
-_MAP_OF_MAP = "map_under_fused_map"
-
-
 def _comparable(result):
     if result is None:
         return None
@@ -37,15 +31,7 @@ def _comparable(result):
     return [cls, _TF_OWN.sub(r"\1:<n> \2: <iterator>: ", message)]
 
 
-@pytest.mark.parametrize(
-    "key",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="build-time map fusion"))
-        if k == _MAP_OF_MAP
-        else k
-        for k in sorted(cases.CASES)
-    ],
-)
+@pytest.mark.parametrize("key", sorted(cases.CASES))
 def test_function_error_words_match_tf(key):
     with tf.Graph().as_default():
         got = cases.CASES[key](tf)

@@ -173,6 +173,11 @@ class _Traced:
         for op in graph._ops[first_op:]:
             if not getattr(op, "_lifted", False):
                 op._in_dataset_function = True
+        # The names of the ops of each earlier map fused into this call, first first: an
+        # error of theirs is an earlier map's, not this one's (pl.Map's `_call`).
+        own = frozenset(op.name for op in graph._ops[first_op:])
+        self.earlier = () if after is None else (*after.earlier, after.own)
+        self.own = own
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
         self.captures = dataset_ops.function_captures(self.fetches, self.inputs, self.first_id)
 
@@ -494,6 +499,8 @@ class Dataset:
             out = src._then(
                 "ParallelMapDatasetV2", [src._variant, t.op_inputs(), n], structure, attrs
             )
+        if t.earlier:  # (read by its kernel: ops/dataset_ops.py's `_fused_maps`)
+            out._variant.op._fused_maps = t.earlier
         out._map = (src, t, num_parallel_calls)
         return out
 
