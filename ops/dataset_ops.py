@@ -287,18 +287,26 @@ def _map_function(ctx, captured) -> pl.Function:
     return fn
 
 
+def _preserves(ctx) -> bool:
+    """A map's preserve_cardinality (absent from TF1's ops and a GraphDef's older ones)."""
+    return bool(ctx.attrs.get("preserve_cardinality", False))
+
+
 async def _map(ctx, ds, *captured):
-    return _handle(pl.Map(_ds(ds), _map_function(ctx, captured)))
+    fn = _map_function(ctx, captured)
+    return _handle(pl.Map(_ds(ds), fn, preserve_cardinality=_preserves(ctx)))
 
 
 async def _parallel_map(ctx, ds, *rest):
     *captured, n = rest
-    return _handle(pl.Map(_ds(ds), _map_function(ctx, captured), int(n) if n > 0 else 4))
+    fn, parallel = _map_function(ctx, captured), int(n) if n > 0 else 4
+    return _handle(pl.Map(_ds(ds), fn, parallel, _preserves(ctx)))
 
 
 async def _map_and_batch(ctx, ds, *rest):
     *captured, batch_size, n, drop = rest
-    mapped = pl.Map(_ds(ds), _function(ctx, captured), int(n) if n > 0 else 4)
+    fn, parallel = _function(ctx, captured), int(n) if n > 0 else 4
+    mapped = pl.Map(_ds(ds), fn, parallel, _preserves(ctx))
     return _handle(pl.Batch(mapped, int(batch_size), bool(drop), fused=True))
 
 

@@ -509,9 +509,21 @@ def _element_error(exc: BaseException) -> bool:
     return isinstance(exc, errors.OpError) and not isinstance(exc, errors.OutOfRangeError)
 
 
+class _MapEnded(Exception):
+    """A map's call raised OutOfRangeError: the end of that map's pass (Map)."""
+
+
 class Map(DatasetValue):
-    def __init__(self, input_value, fn: Function, parallel: int = 1):
+    """`fn` of each element, up to `parallel` calls at once.  A call raising
+    OutOfRangeError ends the pass (TF's map with preserve_cardinality false: a batch
+    above still gives its partial batch), or with `preserve_cardinality` is that
+    element's InvalidArgumentError (TF's "Function invocation produced ...")."""
+
+    def __init__(
+        self, input_value, fn: Function, parallel: int = 1, preserve_cardinality: bool = False
+    ):
         self.input, self.fn, self.parallel = input_value, fn, max(int(parallel), 1)
+        self.preserve_cardinality = preserve_cardinality
 
     def iterate(self, env):
         return self._pass(env, False)
@@ -525,6 +537,12 @@ class Map(DatasetValue):
         try:
             return await self.fn(env, elem)
         except Exception as e:
+            if isinstance(e, errors.OutOfRangeError):
+                if not self.preserve_cardinality:
+                    raise _MapEnded from e
+                e = errors.InvalidArgumentError(
+                    e.node_def, e.op, f"Function invocation produced OutOfRangeError: {e.message}"
+                )
             stage = "Map" if self.parallel == 1 else "ParallelMapV2"
             if tolerant and _element_error(e):
                 worded = in_function(self.fn, stage, e)
@@ -538,13 +556,21 @@ class Map(DatasetValue):
         return await self._call(env, elem, True)
 
     async def _pass(self, env, tolerant: bool):
+        # (a call's _MapEnded ends the pass: caught where it is awaited, no frame added)
         if self.parallel == 1:
-            if tolerant:
-                async for elem in _pass_of(self.input, env):
-                    yield elem if type(elem) is Failed else await self._call(env, elem, True)
-                return
-            async for elem in self.input.iterate(env):
-                yield await self._call(env, elem, tolerant)
+            source = _pass_of(self.input, env) if tolerant else self.input.iterate(env)
+            try:
+                async for elem in source:
+                    if type(elem) is Failed:
+                        yield elem
+                        continue
+                    try:
+                        out = await self._call(env, elem, tolerant)
+                    except _MapEnded:
+                        return
+                    yield out
+            finally:
+                await source.aclose()
             return
         # Up to `parallel` calls in flight, results in input order.
         pending: collections.deque[asyncio.Task] = collections.deque()
@@ -562,7 +588,11 @@ class Map(DatasetValue):
                     pending.append(parked_task(call(env, elem, tolerant)))
                 if not pending:
                     return
-                yield await pending.popleft()
+                try:
+                    out = await pending.popleft()
+                except _MapEnded:
+                    return
+                yield out
         finally:
             for t in pending:
                 t.cancel()
