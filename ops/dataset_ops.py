@@ -278,18 +278,35 @@ _register("GeneratorDataset", [], {"token": ""}, _generator)
 # -- transformations ----------------------------------------------------------------------------
 
 
+def _map_function(ctx, captured) -> pl.Function:
+    """A map's function; for maps Dataset.map fused into one call as it built them, the
+    op names of each earlier map's part (`pl.Function.earlier`: their errors are those
+    maps', as TF runs them apart)."""
+    fn = _function(ctx, captured)
+    fn.earlier = getattr(ctx.op, "_fused_maps", ())
+    return fn
+
+
+def _preserves(ctx) -> bool:
+    """A map's preserve_cardinality (absent from TF1's ops and a GraphDef's older ones)."""
+    return bool(ctx.attrs.get("preserve_cardinality", False))
+
+
 async def _map(ctx, ds, *captured):
-    return _handle(pl.Map(_ds(ds), _function(ctx, captured)))
+    fn = _map_function(ctx, captured)
+    return _handle(pl.Map(_ds(ds), fn, preserve_cardinality=_preserves(ctx)))
 
 
 async def _parallel_map(ctx, ds, *rest):
     *captured, n = rest
-    return _handle(pl.Map(_ds(ds), _function(ctx, captured), int(n) if n > 0 else 4))
+    fn, parallel = _map_function(ctx, captured), int(n) if n > 0 else 4
+    return _handle(pl.Map(_ds(ds), fn, parallel, _preserves(ctx)))
 
 
 async def _map_and_batch(ctx, ds, *rest):
     *captured, batch_size, n, drop = rest
-    mapped = pl.Map(_ds(ds), _function(ctx, captured), int(n) if n > 0 else 4)
+    fn, parallel = _function(ctx, captured), int(n) if n > 0 else 4
+    mapped = pl.Map(_ds(ds), fn, parallel, _preserves(ctx))
     return _handle(pl.Batch(mapped, int(batch_size), bool(drop), fused=True))
 
 
@@ -385,7 +402,13 @@ _register(
 _register(
     "ParallelMapDatasetV2",
     [_IN, "other_arguments: Targuments", "num_parallel_calls: int64"],
-    {**_FN, "deterministic": "default"},
+    {
+        **_FN,
+        "deterministic": "default",
+        "use_inter_op_parallelism": True,
+        "preserve_cardinality": False,
+        "use_unbounded_threadpool": False,
+    },
     _parallel_map,
 )
 _register(
@@ -397,7 +420,7 @@ _register(
         "num_parallel_calls: int64",
         "drop_remainder: bool",
     ],
-    _FN,
+    {**_FN, "preserve_cardinality": False},
     _map_and_batch,
 )
 _register("FilterDataset", [_IN, "other_arguments: Targuments"], _FN, _filter)

@@ -385,6 +385,15 @@ class Function:
         # "<op type>:<n>" of the dataset op passing it (ops/dataset_ops.py): its errors
         # are worded as TF's (`in_function`); None: raised as they are
         self.label: str | None = None
+        # Of maps Dataset.map fused into this one call, the op names of each earlier
+        # map's part (ops/dataset_ops.py's `_map_function`)
+        self.earlier: tuple[frozenset, ...] = ()
+
+    def in_earlier(self, exc: BaseException) -> bool:
+        """Whether `exc` failed an op of an earlier map fused into this call."""
+        op = getattr(exc, "op", None)
+        name = getattr(op, "name", None)
+        return name is not None and any(name in part for part in self.earlier)
 
     def __call__(self, env: Env, elem: tuple):
         """An awaitable of the function's outputs for `elem`, drawing from the pass's
@@ -421,7 +430,8 @@ async def _no_results(run) -> tuple:
 class Failed:
     """In a tolerant pass (`iterate_tolerant`), an element whose function failed;
     `stage`: the map whose own function's error `error` words (in_function, the
-    error its cause), else None."""
+    error its cause), else None (an error of an earlier map fused into its call
+    included: TF's maps are apart, so the error is that map's)."""
 
     __slots__ = ("error", "stage")
 
@@ -499,9 +509,21 @@ def _element_error(exc: BaseException) -> bool:
     return isinstance(exc, errors.OpError) and not isinstance(exc, errors.OutOfRangeError)
 
 
+class _MapEnded(Exception):
+    """A map's call raised OutOfRangeError: the end of that map's pass (Map)."""
+
+
 class Map(DatasetValue):
-    def __init__(self, input_value, fn: Function, parallel: int = 1):
+    """`fn` of each element, up to `parallel` calls at once.  A call raising
+    OutOfRangeError ends the pass (TF's map with preserve_cardinality false: a batch
+    above still gives its partial batch), or with `preserve_cardinality` is that
+    element's InvalidArgumentError (TF's "Function invocation produced ...")."""
+
+    def __init__(
+        self, input_value, fn: Function, parallel: int = 1, preserve_cardinality: bool = False
+    ):
         self.input, self.fn, self.parallel = input_value, fn, max(int(parallel), 1)
+        self.preserve_cardinality = preserve_cardinality
 
     def iterate(self, env):
         return self._pass(env, False)
@@ -515,10 +537,17 @@ class Map(DatasetValue):
         try:
             return await self.fn(env, elem)
         except Exception as e:
+            if isinstance(e, errors.OutOfRangeError):
+                if not self.preserve_cardinality:
+                    raise _MapEnded from e
+                e = errors.InvalidArgumentError(
+                    e.node_def, e.op, f"Function invocation produced OutOfRangeError: {e.message}"
+                )
             stage = "Map" if self.parallel == 1 else "ParallelMapV2"
             if tolerant and _element_error(e):
                 worded = in_function(self.fn, stage, e)
-                return Failed(worded, self if worded is not e else None)
+                own = worded is not e and not self.fn.in_earlier(e)
+                return Failed(worded, self if own else None)
             _raise_in_function(self.fn, stage, e)
 
     async def _call_tolerant(self, env, elem, tolerant: bool):
@@ -527,13 +556,21 @@ class Map(DatasetValue):
         return await self._call(env, elem, True)
 
     async def _pass(self, env, tolerant: bool):
+        # (a call's _MapEnded ends the pass: caught where it is awaited, no frame added)
         if self.parallel == 1:
-            if tolerant:
-                async for elem in _pass_of(self.input, env):
-                    yield elem if type(elem) is Failed else await self._call(env, elem, True)
-                return
-            async for elem in self.input.iterate(env):
-                yield await self._call(env, elem, tolerant)
+            source = _pass_of(self.input, env) if tolerant else self.input.iterate(env)
+            try:
+                async for elem in source:
+                    if type(elem) is Failed:
+                        yield elem
+                        continue
+                    try:
+                        out = await self._call(env, elem, tolerant)
+                    except _MapEnded:
+                        return
+                    yield out
+            finally:
+                await source.aclose()
             return
         # Up to `parallel` calls in flight, results in input order.
         pending: collections.deque[asyncio.Task] = collections.deque()
@@ -551,7 +588,11 @@ class Map(DatasetValue):
                     pending.append(parked_task(call(env, elem, tolerant)))
                 if not pending:
                     return
-                yield await pending.popleft()
+                try:
+                    out = await pending.popleft()
+                except _MapEnded:
+                    return
+                yield out
         finally:
             for t in pending:
                 t.cancel()

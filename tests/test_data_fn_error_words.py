@@ -5,8 +5,7 @@ type>:<n> transformation with iterator: <prefix>: <cause>" (ops/dataset_pipeline
 in_function).  Two parts are TF's own and not compared: <n> counts the datasets TF's
 process made before, and TF's prefix names the iterator's path from its root after
 TF's graph rewrites (map_parallelization, inject_prefetch), where ours names the failing
-stage alone ("Iterator::Root::Map").  A parallel map is TF1's ParallelMapDataset op
-here (TF 2.21 writes ParallelMapDatasetV2), and its errors name that op."""
+stage alone ("Iterator::Root::Map")."""
 
 import json
 import pathlib
@@ -25,29 +24,14 @@ RECORDED = json.loads((FIXTURES / "dataset_fn_error_words_tf.json").read_text())
 _TF_OWN = re.compile(r"(passed to \w+):\d+ (transformation with iterator): \S+: ")
 
 
-# asyncflow's Dataset.map runs a map of a map as one function (its build-time map
-# fusion; TF 2.21 keeps them apart): fused in turn into the batch, the lower map's
-# error is the MapAndBatch's own, unworded, where TF words the lower map's.
-_MAP_OF_MAP = "map_under_fused_map"
-
-
 def _comparable(result):
     if result is None:
         return None
     cls, message = result
-    message = message.replace("ParallelMapDatasetV2:", "ParallelMapDataset:")
     return [cls, _TF_OWN.sub(r"\1:<n> \2: <iterator>: ", message)]
 
 
-@pytest.mark.parametrize(
-    "key",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="build-time map fusion"))
-        if k == _MAP_OF_MAP
-        else k
-        for k in sorted(cases.CASES)
-    ],
-)
+@pytest.mark.parametrize("key", sorted(cases.CASES))
 def test_function_error_words_match_tf(key):
     with tf.Graph().as_default():
         got = cases.CASES[key](tf)
@@ -65,5 +49,5 @@ def test_our_words_name_the_stage_and_count_the_datasets():
         f"Error in user-defined function passed to MapDataset:{n} transformation with "
         "iterator: Iterator::Root::Map: indices = 100 is not in [0, 5)"
     )
-    m = int(re.search(r"ParallelMapDataset:(\d+) ", again)[1])
+    m = int(re.search(r"ParallelMapDatasetV2:(\d+) ", again)[1])
     assert m >= n + 2 and "Iterator::Root::ParallelMapV2: " in again  # (range, map)

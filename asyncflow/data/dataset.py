@@ -173,6 +173,11 @@ class _Traced:
         for op in graph._ops[first_op:]:
             if not getattr(op, "_lifted", False):
                 op._in_dataset_function = True
+        # The names of the ops of each earlier map fused into this call, first first: an
+        # error of theirs is an earlier map's, not this one's (pl.Map's `_call`).
+        own = frozenset(op.name for op in graph._ops[first_op:])
+        self.earlier = () if after is None else (*after.earlier, after.own)
+        self.own = own
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
         self.captures = dataset_ops.function_captures(self.fetches, self.inputs, self.first_id)
 
@@ -220,6 +225,20 @@ class _Traced:
 
 def _i64(v, name):
     return ops.convert_to_tensor(v, dtype=dtypes.int64, name=name)
+
+
+def _det(deterministic) -> str:
+    """A parallel op's `deterministic` attr as TF writes it."""
+    return "default" if deterministic is None else str(bool(deterministic)).lower()
+
+
+# The attrs TF 2.21 writes on every ParallelMapDatasetV2 (a v1 map's threads are never
+# unbounded, whatever its use_unbounded_threadpool), but for `deterministic`.
+_PARALLEL_MAP_ATTRS = {
+    "use_inter_op_parallelism": True,
+    "preserve_cardinality": False,
+    "use_unbounded_threadpool": False,
+}
 
 
 class Dataset:
@@ -462,14 +481,38 @@ class Dataset:
     ) -> Dataset:
         """Elements `map_func(element)`; a map of a map runs as one fused function call
         (TF's map fusion), as sequential or parallel as the later map asks. The
-        elements always come in order (`deterministic=False` allows any order)."""
-        return self._mapped(map_func, num_parallel_calls)
+        elements always come in order (`deterministic=False` allows any order).  With
+        `num_parallel_calls` (an int64, as TF's), TF 2.21's ParallelMapDatasetV2.
 
-    def _mapped(self, map_func, num_parallel_calls, op_type: str | None = None) -> Dataset:
-        """`map`; `op_type`: the op TF names in the error for a function returning no
-        component (`map_and_batch`'s MapAndBatchDataset; the map op by default)."""
+        Raises:
+          ValueError: `num_parallel_calls` is a tensor of another dtype than int64.
+        """
+        return self._mapped(map_func, num_parallel_calls, deterministic)
+
+    def _mapped(self, map_func, num_parallel_calls, deterministic=None) -> Dataset:
+        src, t, structure = self._traced_map(map_func, num_parallel_calls is not None)
+        if num_parallel_calls is None:
+            out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, t.attrs())
+        else:
+            n = _i64(num_parallel_calls, "num_parallel_calls")
+            attrs = {**t.attrs(), **_PARALLEL_MAP_ATTRS, "deterministic": _det(deterministic)}
+            out = src._then(
+                "ParallelMapDatasetV2", [src._variant, t.op_inputs(), n], structure, attrs
+            )
+        if t.earlier:  # (read by its kernel: ops/dataset_ops.py's `_fused_maps`)
+            out._variant.op._fused_maps = t.earlier
+        out._map = (src, t, num_parallel_calls)
+        return out
+
+    def _traced_map(self, map_func, parallel: bool, op_type: str | None = None, fuse=True):
+        """`map_func` traced for a map of this dataset: (the dataset the map reads, the
+        traced function, the elements' structure).  With `fuse`, a map of a map of the
+        same kind (parallel or not) reads the earlier map's input, the two functions
+        fused.
+        `op_type`: the op TF names in the error for a function returning no component
+        (`map_and_batch`'s MapAndBatchDataset; the map op by default)."""
         src, after = self, None
-        if self._map is not None and (self._map[2] is None) == (num_parallel_calls is None):
+        if fuse and self._map is not None and (self._map[2] is None) != parallel:
             src, after = self._map[0], self._map[1]
 
         def fn(*args):  # (None: no components, as TF's NoneTensorSpec)
@@ -481,17 +524,9 @@ class Dataset:
             raise TypeError("map_func must not return a Dataset; use flat_map.")
         structure = _structure_of(t.structure)
         if op_type is None:
-            op_type = "MapDataset" if num_parallel_calls is None else "ParallelMapDatasetV2"
+            op_type = "ParallelMapDatasetV2" if parallel else "MapDataset"
         _at_least_one(op_type, "output_types", _flat(structure))
-        if num_parallel_calls is None:
-            out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, t.attrs())
-        else:
-            n = ops.convert_to_tensor(num_parallel_calls, dtype=dtypes.int32)
-            out = src._then(
-                "ParallelMapDataset", [src._variant, t.op_inputs(), n], structure, t.attrs()
-            )
-        out._map = (src, t, num_parallel_calls)
-        return out
+        return src, t, structure
 
     def filter(self, predicate, name=None) -> Dataset:
         t = _Traced(predicate, self._structure, "filter")
@@ -545,12 +580,11 @@ class Dataset:
             _i64(AUTOTUNE, "prefetch_input_elements"),
             _i64(num_parallel_calls, "num_parallel_calls"),
         ]
-        det = "default" if deterministic is None else str(bool(deterministic)).lower()
         return self._then(
             "ParallelInterleaveDatasetV4",
             inputs,
             t.structure._structure,
-            {**t.attrs(), "deterministic": det},
+            {**t.attrs(), "deterministic": _det(deterministic)},
         )
 
     def batch(
@@ -562,27 +596,50 @@ class Dataset:
                 self, lambda ds: ds.batch(batch_size, drop_remainder), "_batch"
             )
         bs = _i64(batch_size, "batch_size")
-        static = ops.constant_value(bs) if drop_remainder is True else None
-        outer = int(static) if static is not None else None
-        structure = self._map_specs(
-            lambda s: (
-                _respec(s, [outer, *_dims(s.shape)])
-                if s.shape.ndims is not None
-                else _respec(s, None)
-            )
-        )
+        structure = self._batched_structure(bs, drop_remainder is True)
         if num_parallel_calls is None:
             drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
             return self._then("BatchDatasetV2", [self._variant, bs, drop], structure)
         # TF's parallel batch: its own op, which TF's map_and_batch_fusion leaves apart
         n = _i64(num_parallel_calls, "num_parallel_calls")
         drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
-        det = "default" if deterministic is None else str(bool(deterministic)).lower()
         return self._then(
             "ParallelBatchDataset",
             [self._variant, bs, n, drop],
             structure,
-            attrs={"deterministic": det},
+            attrs={"deterministic": _det(deterministic)},
+        )
+
+    def _batched_structure(self, batch_size: ops.Tensor, static: bool):
+        """The structure of batches of this dataset's elements, their outer dimension
+        `batch_size`'s value where `static` (a drop_remainder of True) and it is known."""
+        known = ops.constant_value(batch_size) if static else None
+        outer = int(known) if known is not None else None
+        return self._map_specs(
+            lambda s: (
+                _respec(s, [outer, *_dims(s.shape)])
+                if s.shape.ndims is not None
+                else _respec(s, None)
+            )
+        )
+
+    def _map_and_batch(self, map_func, batch_size, num_parallel_calls, drop_remainder):
+        """`experimental.map_and_batch`: TF's MapAndBatchDataset, one op that the
+        runtime runs as a map fused into its batch whatever the options (a failed
+        element fails its batch).  Unlike `map`, never fused with a map beneath, as
+        TF's: a lower map's error stays that map's."""
+        _, t, structure = self._traced_map(map_func, True, "MapAndBatchDataset", fuse=False)
+        if extension_elements.has_extension(structure):  # (batched part by part)
+            mapped = self._then("MapDataset", [self._variant, t.op_inputs()], structure, t.attrs())
+            return mapped.batch(batch_size, drop_remainder)
+        bs = _i64(batch_size, "batch_size")
+        n = _i64(num_parallel_calls, "num_parallel_calls")
+        drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool, name="drop_remainder")
+        return self._then(
+            "MapAndBatchDataset",
+            [self._variant, t.op_inputs(), bs, n, drop],
+            Dataset(None, structure)._batched_structure(bs, bool(ops.constant_value(drop))),
+            {**t.attrs(), "preserve_cardinality": True},
         )
 
     def padded_batch(
@@ -1034,7 +1091,7 @@ class Dataset:
         self, map_func, num_parallel_calls=None, deterministic=None,
         use_unbounded_threadpool=False,
     ) -> Dataset:  # fmt: skip
-        return self.map(map_func, num_parallel_calls)
+        return self.map(map_func, num_parallel_calls, deterministic)
 
     def options(self):
         from asyncflow.data.options import Options

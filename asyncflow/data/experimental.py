@@ -153,11 +153,28 @@ def rejection_resample(class_func, target_dist, initial_dist=None, seed=None):
 def map_and_batch(
     map_func, batch_size, num_parallel_batches=None, drop_remainder=False, num_parallel_calls=None
 ):
-    """`ds.apply(map_and_batch(f, n))` is `ds.map(f, ...).batch(n, drop_remainder)`."""
+    """`ds.apply(map_and_batch(f, n))`: the elements of `ds.map(f).batch(n,
+    drop_remainder)` by TF's MapAndBatchDataset, a map fused into its batch whatever
+    the options (a failed element fails its whole batch).  Its calls in parallel are
+    `num_parallel_calls`, else `batch_size` times `num_parallel_batches` (1 unset).
+
+    Raises:
+      ValueError: both `num_parallel_batches` and `num_parallel_calls` are set.
+    """
+    if num_parallel_calls is None:
+        n = batch_size if num_parallel_batches is None else batch_size * num_parallel_batches
+    elif num_parallel_batches is None:
+        n = num_parallel_calls
+    else:
+        raise ValueError(
+            "`map_and_batch` allows only one of `num_parallel_batches` and "
+            "`num_parallel_calls` to be set, but "
+            f"`num_parallel_batches` was set to {num_parallel_batches} "
+            f"and `num_parallel_calls` as set to {num_parallel_calls}."
+        )
 
     def apply(ds: Dataset) -> Dataset:
-        mapped = ds._mapped(map_func, num_parallel_calls, "MapAndBatchDataset")
-        return mapped.batch(batch_size, drop_remainder)
+        return ds._map_and_batch(map_func, batch_size, n, drop_remainder)
 
     return apply
 

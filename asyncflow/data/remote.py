@@ -86,11 +86,20 @@ _DATASET_OPS = {
     "BatchDatasetV2",
     "MapDataset",
     "ParallelMapDataset",
+    "ParallelMapDatasetV2",
+    "MapAndBatchDataset",
     "FilterDataset",
     "TakeDataset",
     "SkipDataset",
     "RepeatDataset",
 }  # (not PrefetchDataset: of nested prefetches, the innermost that qualifies is served)
+_FUNCTION_OPS = {
+    "MapDataset",
+    "ParallelMapDataset",
+    "ParallelMapDatasetV2",
+    "MapAndBatchDataset",
+    "FilterDataset",
+}
 _PURE = _DATASET_OPS | {
     "Const", "Identity", "Cast", "Reshape", "Squeeze", "ExpandDims", "Transpose",
     "ParseExample", "ParseExampleV2", "ParseSingleExample", "DecodeRaw",
@@ -136,7 +145,7 @@ def _subgraph(op) -> list | None:
         if o.device and "CPU" not in o.device.upper():
             return None
         has_source |= o.type == "TFRecordDataset"
-        if o.type in ("MapDataset", "ParallelMapDataset", "FilterDataset"):
+        if o.type in _FUNCTION_OPS:
             if _names(_attr(o, "f_captures")):
                 return None
             ins = _names(_attr(o, "f_inputs"))
