@@ -169,6 +169,7 @@ _AT_DTYPES = {
 # 350 in a step.  From this many indices of rows, `_add_rows_at` sorts them instead.
 _ROWS_AT_MIN = 8
 _LEVEL_INDICES = 4  # ... and while the levels average at least this many indices
+_LEVELS_MAX = 256  # ... and number at most this many (an index repeated more: add.at)
 
 
 def _add_rows_at(a, idx, v) -> bool:
@@ -202,10 +203,14 @@ def _add_rows_at(a, idx, v) -> bool:
     starts = np.flatnonzero(first)
     rank = np.arange(k) - np.repeat(starts, np.diff(np.append(starts, k)))
     levels = int(rank.max()) + 1
-    if levels * _LEVEL_INDICES > k:
+    if levels > _LEVELS_MAX or levels * _LEVEL_INDICES > k:
         return False
-    for level in range(levels):
-        at = order[rank == level]  # (in their order: the sort is stable)
+    # the positions by level, each level's in index order (both sorts stable)
+    by_level = order[np.argsort(rank, kind="stable")]
+    stop = 0
+    for size in np.bincount(rank).tolist():
+        at = by_level[stop : stop + size]
+        stop += size
         flat[idx[at]] += rows[at]
     return True
 

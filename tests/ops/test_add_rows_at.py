@@ -49,6 +49,8 @@ def test_declines_what_it_does_not_cover():
     assert not mh._add_rows_at(a, np.array([0, 1, 2, 3, 4, 0, 1, 2, 3, 0]), v)  # 4 out of range
     assert not mh._add_rows_at(a, np.array([-1] + [0] * 9), v)  # add.at wraps negatives
     assert not mh._add_rows_at(a, np.zeros(10, np.int64), v)  # one index: ten levels
+    many = np.concatenate([np.zeros(300, np.int64), np.arange(4).repeat(1000)])
+    assert not mh._add_rows_at(a, many, np.ones((many.size, 3), np.float32))  # 1,300 levels
     assert not mh._add_rows_at(np.zeros(8, np.float32), np.arange(8), np.ones(8, np.float32))
     assert not mh._add_rows_at(a, np.arange(4).repeat(3)[:10], np.ones((1, 3), np.float32))
     assert not a.any()
