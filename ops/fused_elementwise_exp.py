@@ -40,6 +40,7 @@ from asyncflow.ops import fused_updates, jit_cache, jit_fork
 __all__ = [
     "check",
     "InlineFunction",
+    "pow2_intrinsic",
     "matches_numpy",
     "namespace",
     "probe_inputs",
@@ -69,6 +70,28 @@ _XMAX = _F(88.72283935546875)
 _XMIN = _F(-103.97208404541015625)
 
 
+def pow2_intrinsic():
+    """A numba intrinsic pow2(q): 2^q (float32) for an integral float32 q in [-126, 127],
+    made from its bits (the exponent field q + 127), exact."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def pow2(typingctx, q):
+        sig = types.float32(types.float32)
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            qi = builder.fptosi(args[0], i32)
+            bits = builder.shl(builder.add(qi, ir.Constant(i32, 127)), ir.Constant(i32, 23))
+            return builder.bitcast(bits, ir.FloatType())
+
+        return sig, codegen
+
+    return pow2
+
+
 def _build(numba):
     """The inline njit function exp32(x) (float32 -> float32)."""
     from llvmlite import ir
@@ -88,17 +111,7 @@ def _build(numba):
 
         return sig, codegen
 
-    @intrinsic
-    def pow2(typingctx, q):  # 2^q for an integral q in [-126, 127], from its bits
-        sig = types.float32(types.float32)
-
-        def codegen(context, builder, signature, args):
-            i32 = ir.IntType(32)
-            qi = builder.fptosi(args[0], i32)
-            bits = builder.shl(builder.add(qi, ir.Constant(i32, 127)), ir.Constant(i32, 23))
-            return builder.bitcast(bits, ir.FloatType())
-
-        return sig, codegen
+    pow2 = pow2_intrinsic()
 
     magic, log2e, c1, c2 = _MAGIC, _LOG2E, _C1, _C2
     p0, p1, p2, p3, p4, p5 = _P

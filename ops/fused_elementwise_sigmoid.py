@@ -34,22 +34,7 @@ _F = np.float32
 def _build(numba):
     """The inline njit function sigmoid32(x) (float32 -> float32), for elements of
     whole packets."""
-    from llvmlite import ir
-    from numba import types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def pow2(typingctx, m):  # 2^m for an integral m in [-126, 127], from its bits
-        sig = types.float32(types.float32)
-
-        def codegen(context, builder, signature, args):
-            i32 = ir.IntType(32)
-            mi = builder.fptosi(args[0], i32)
-            bits = builder.shl(builder.add(mi, ir.Constant(i32, 127)), ir.Constant(i32, 23))
-            return builder.bitcast(bits, ir.FloatType())
-
-        return sig, codegen
-
+    pow2 = _exp.pow2_intrinsic()  # (2^m for an integral m in [-126, 127], from its bits)
     hi, lo, half, log2e = _ew._SIG_HI, _ew._SIG_LO, _ew._SIG_HALF, _ew._SIG_LOG2E
     c1, c2 = _ew._SIG_C1, _ew._SIG_C2
     p2, p3, p4, p5 = _ew._SIG_P2, _ew._SIG_P3, _ew._SIG_P4, _ew._SIG_P5
