@@ -268,6 +268,9 @@ FusedElementwise = register_op(
         # [axis, count] (`fuse_concat_outputs`): output 0 is ConcatV2(results[:count],
         # axis), the node's outputs after it results[count:]; empty: one output a result.
         "concat": [],
+        # outputs nothing reads but for their shapes (`mark_shape_only_outputs`): each a
+        # zero-stride view of its shape, never written.
+        "shape_only": [],
     },
     shape_fn=_fused_shape,
 )
