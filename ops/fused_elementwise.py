@@ -336,7 +336,7 @@ class _Schedule:
         "itemsize",
         "temps",
         "jit",  # the program as one compiled loop (fused_elementwise_jit), or None
-        "shape_only",  # [(result position, shape)]: `mark_shape_only_outputs`'
+        "shape_only",  # [(result position, shape)] (`mark_shape_only_outputs`)
     )
 
 
