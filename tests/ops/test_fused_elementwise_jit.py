@@ -409,10 +409,10 @@ def test_lone_multi_pass_nodes_compile(monkeypatch):
     # SigmoidGrad fuse alone into one compiled loop each, with their kernels' bits; a
     # float64 Sigmoid (no inline exp) and a Sigmoid of a known tiny shape stay their own
     # kernels; the Tanh and its gradient fuse together, one loop (the inline tanh).
-    from asyncflow.ops import fused_elementwise_exp as fexp
+    from asyncflow.ops import fused_elementwise_sigmoid as fsig
 
-    if not fexp.check():
-        pytest.skip("the compiled exp does not give NumPy's bits here")
+    if not fsig.check():
+        pytest.skip("the compiled sigmoid does not give the kernel's bits here")
     rng = np.random.default_rng(11)
     x = _data(rng, np.float32) * 4
     w_np = rng.standard_normal((SHAPE[1], SHAPE[1])).astype(np.float32) * 0.2
@@ -430,6 +430,37 @@ def test_lone_multi_pass_nodes_compile(monkeypatch):
     (want, got), compiled = _run_both(build, [x, x64, tiny], monkeypatch)
     assert compiled == 3  # the Sigmoid, the SigmoidGrad, the Tanh with its gradient
     _same_bits(want, got)
+
+
+def test_a_lone_sigmoid_of_unknown_rows_compiles(monkeypatch):
+    # A lone float32 Sigmoid of [?, 10] (a small dense layer's): TF's sigmoid is ~25 NumPy
+    # passes, so it fuses alone whatever its known size and compiles from 64 elements.
+    from asyncflow.ops import fused_elementwise_sigmoid as fsig
+
+    if not fsig.check():
+        pytest.skip("the compiled sigmoid does not give the kernel's bits here")
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((128, 16)).astype(np.float32)
+    w_np = rng.standard_normal((16, 10)).astype(np.float32)
+
+    def build(x):
+        return [af.sigmoid(af.matmul(x, af.constant(w_np)))]
+
+    compiled = record_compiled(monkeypatch)
+    monkeypatch.setattr(cpu_budget, "_deterministic", True)
+    got = []
+    for disabled in (True, False):
+        monkeypatch.setattr(fused_updates, "_DISABLED", disabled)
+        with af.Graph().as_default(), af.device("/cpu:0"):
+            p = af.placeholder(af.float32, [None, 16])
+            y = build(p)
+            with af.Session() as sess:
+                sess.run(y, {p: x})
+                assert fused_elementwise_jit.wait(timeout=50)
+                compiled.clear()
+                got.append(sess.run(y, {p: x}))
+    assert compiled == [True]
+    _same_bits(got[0], got[1])
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
