@@ -126,9 +126,7 @@ async def _assert_next(ctx, ds, transformations):
     want = _strings(transformations)
     got = _downstream(ctx.op)
     if len(want) > len(got):
-        raise _bad(
-            f"Asserted next {len(want)} transformations but encountered only {len(got)}."
-        )
+        raise _bad(f"Asserted next {len(want)} transformations but encountered only {len(got)}.")
     for i, (w, g) in enumerate(zip(want, got)):
         if not _matches_any_version(w, g):
             raise _bad(
@@ -174,20 +172,17 @@ async def _assert_prev(ctx, ds, transformations):
             raise _bad(f"{head}Couldn't parse transformation '{text}'.")
         if i >= len(chain):
             raise _bad(
-                f"Asserted previous {len(want)} transformations but encountered only "
-                f"{len(chain)}."
+                f"Asserted previous {len(want)} transformations but encountered only {len(chain)}."
             )
         op = chain[i]
         if not _matches_any_version(proto.name, op.type):
             raise _bad(
-                f"{head}Asserted transformation matching '{proto.name}', but found "
-                f"'{op.type}'."
+                f"{head}Asserted transformation matching '{proto.name}', but found '{op.type}'."
             )
         have = node_def(op).attr
         for key in sorted(proto.attr):
             shown = (
-                f"{head}Asserted attribute '{key}' having a value of "
-                f"'{_shown(proto.attr[key])}'"
+                f"{head}Asserted attribute '{key}' having a value of '{_shown(proto.attr[key])}'"
             )
             if key not in have:
                 raise _bad(f"{shown}, but found no such attribute defined.")
@@ -280,45 +275,10 @@ NotDifferentiable("ComputeBatchSize")
 
 def _fields(data: bytes) -> list | None:
     """A message's fields as (number, wire type, value), or None if `data` is not one."""
-    out, i, n = [], 0, len(data)
-
-    def varint():
-        nonlocal i
-        v = shift = 0
-        while True:
-            if i >= n or shift > 63:
-                raise ValueError
-            b = data[i]
-            i += 1
-            v |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                return v
-
     try:
-        while i < n:
-            key = varint()
-            field, wire = key >> 3, key & 7
-            if field == 0:
-                return None
-            if wire == 0:
-                value = varint()
-            elif wire == 2:
-                size = varint()
-                if i + size > n:
-                    return None
-                value, i = data[i : i + size], i + size
-            elif wire in (1, 5):
-                size = 8 if wire == 1 else 4
-                if i + size > n:
-                    return None
-                value, i = data[i : i + size], i + size
-            else:
-                return None
-            out.append((field, wire, value))
+        return proto_wire.fields(data)
     except ValueError:
         return None
-    return out
 
 
 def _merge(messages: list[bytes], depth: int = 0) -> bytes:
@@ -411,16 +371,13 @@ class WeightedFlatMap(pl.DatasetValue):
     def __init__(self, inputs: list, weights: list[float]):
         for i, w in enumerate(weights):
             if not w > 0.0:
-                raise _bad(
-                    f"`weights` must be greater than 0.0. Input {i} has a weight of {w:g}"
-                )
+                raise _bad(f"`weights` must be greater than 0.0. Input {i} has a weight of {w:g}")
         cards = [v.cardinality() for v in inputs]
         for i, c in enumerate(cards):
             if c < 0:
                 what = "UNKNOWN" if c == -2 else "INFINITE"
                 raise _bad(
-                    f"Cardinalities of the inputs must be known. Input {i} has {what} "
-                    "cardinality."
+                    f"Cardinalities of the inputs must be known. Input {i} has {what} cardinality."
                 )
         total = sum(weights)
         shares = [w / total for w in weights]
