@@ -1104,19 +1104,15 @@ class DenseToSparseBatch(pl._PassesFailed, pl.DatasetValue):
         value = pl.SparseValue(np.concatenate(idx), np.concatenate(vals), shape)
         return (pl._handle_of(value),)
 
-    async def iterate(self, env):
-        buf: list = []
-        async for elem in _closing(self.input.iterate(env)):
-            buf.append(elem)
-            if len(buf) == self.n:
-                yield self._sparse(buf)
-                buf = []
-        if buf:
-            yield self._sparse(buf)
+    def iterate(self, env):
+        return self._pass(self.input.iterate(env))
 
-    async def _tolerant(self, env):
+    def _tolerant(self, env):
+        return self._pass(pl._pass_of(self.input, env))
+
+    async def _pass(self, source):
         buf: list = []
-        async for elem in _closing(pl._pass_of(self.input, env)):
+        async for elem in _closing(source):
             if type(elem) is pl.Failed:  # (as batch's: the batch so far is dropped)
                 buf = []
                 yield elem
