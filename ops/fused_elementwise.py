@@ -336,7 +336,7 @@ class _Schedule:
         "itemsize",
         "temps",
         "jit",  # the program as one compiled loop (fused_elementwise_jit), or None
-        "shape_only",  # [(result position, shape)] (`mark_shape_only_outputs`)
+        "shape_only",  # [(result position, its view)] (`mark_shape_only_outputs`)
     )
 
 
@@ -419,7 +419,12 @@ class _Program:
         sched = _Schedule()
         self._assign_slots(sched, shapes, rep, last_use, outputs, special)
         sched.results = results
-        sched.shape_only = [(k, shapes[self.results[k]]) for k in sorted(self.shape_only)]
+        # (each shape-only output one read-only zero-stride view, made once: nothing
+        # reads its values, and np.broadcast_to costs ~10 us a call)
+        zero = xp.zeros((), self.dtype)
+        sched.shape_only = [
+            (k, xp.broadcast_to(zero, shapes[self.results[k]])) for k in sorted(self.shape_only)
+        ]
         sched.elements = max((math.prod(s) for s in shapes[n_fixed:]), default=0)
         sched.itemsize = self.dtype.itemsize
         sched.temps = []  # temporaries' arrays between runs (one set per concurrent run)
@@ -601,12 +606,12 @@ class _Program:
         return self._with_shapes(xp, sched, outs) if sched.shape_only else outs
 
     def _with_shapes(self, xp, sched: _Schedule, outs: tuple) -> tuple:
-        """The node's outputs with the shape-only ones put in: a zero-stride view of
-        each one's shape (nothing reads its values; no join, `mark_shape_only_outputs`)."""
+        """The node's outputs with the shape-only ones put in: the schedule's zero-stride
+        view of each one's shape (nothing reads its values; no join,
+        `mark_shape_only_outputs`)."""
         outs = list(outs)
-        zero = xp.zeros((), self.dtype)
-        for k, shape in sched.shape_only:
-            outs.insert(k, xp.broadcast_to(zero, shape))
+        for k, view in sched.shape_only:
+            outs.insert(k, view)
         return tuple(outs)
 
 
