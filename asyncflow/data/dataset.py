@@ -43,6 +43,7 @@ from asyncflow.ops import (
     math_ops,
     partition_ops,
 )
+from asyncflow.proto_wire import length_delimited
 from asyncflow.ragged import RaggedTensor
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
 
@@ -1117,17 +1118,20 @@ class Dataset:
         return out
 
     def with_options(self, options, name=None) -> Dataset:
-        """This dataset with `options` merged over its own, as TF's OptionsDataset op
-        (kept; see data/options.py)."""
+        """This dataset with `options` merged over its own (`options()`), as TF 2.21's
+        OptionsDataset op: colocated with its input, its attr `options` alone (the
+        runtime merges a pipeline's OptionsDatasets, as TF's; data/options.py).  Only
+        `with_options` writes one, as TF's graph mode: a pipeline without options
+        exports without it.  A `name` goes into its metadata attr (TF's Metadata
+        message), as TF's."""
         from asyncflow.data.options import serialized
 
         merged = self.options().merge(options)
-        out = self._then(
-            "OptionsDataset",
-            [self._variant],
-            attrs={"serialized_options": serialized(merged)},
-            name=name,
-        )
+        attrs = {"serialized_options": serialized(options)}
+        if name:
+            attrs["metadata"] = length_delimited(1, str(name).encode())
+        with ops.colocate_with(self._variant.op):
+            out = self._then("OptionsDataset", [self._variant], attrs=attrs)
         out._options = merged
         return out
 
