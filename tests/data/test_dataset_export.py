@@ -92,3 +92,40 @@ def test_options_of_an_old_graph_merged_over_the_pipeline():
     assert outer.op == "OptionsDataset"
     outer.attr["serialized_options"].s = serialized(ds.options())
     assert REC.drain(tf, gd, init, fetch) == RECORDED["runs"]["fusion_off_then_slack"]["values"]
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["serialized"]))
+def test_serialized_graph_as_tf_writes_it(case):
+    """DatasetToGraphV2 (TF's `_as_serialized_graph`) writes the OptionsDatasets with
+    TF's attrs and no colocation (whose names the GraphDef renames: TF's
+    DatasetFromGraph refuses one naming a node it lacks)."""
+    recorded = RECORDED["serialized"][case]
+    gd = tf.GraphDef()
+    gd.ParseFromString(REC.serialized_ours(case))
+    ours = REC.serialized_nodes(gd)
+    assert [n[:3] for n in ours] == [n[:3] for n in recorded["nodes"]]
+    for mine, theirs in zip(ours, recorded["nodes"]):
+        assert mine[4] is theirs[4] is False, mine[0]
+        if theirs[3] is not None:
+            options, name = (bytes.fromhex(h) for h in theirs[3])
+            assert bytes.fromhex(mine[3][0]) == options
+            # (eager TF names an unnamed dataset in its metadata; graph mode leaves it "")
+            assert bytes.fromhex(mine[3][1]) == (b"" if b"OptionsDataset:" in name else name)
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["serialized"]))
+def test_serialized_graph_tf_ran_reads_back(case):
+    """The GraphDef TF read to its elements (`tf_ran_ours`) reads back here too."""
+    recorded = RECORDED["serialized"][case]
+    assert recorded["tf_ran_ours"]
+    raw = (EXPORT / f"ours_serialized_{case}.pb").read_bytes()
+    with tf.Graph().as_default():
+        v = tf.raw_ops.DatasetFromGraph(graph_def=raw)
+        ds = tf.data.experimental.from_variant(v, tf.TensorSpec([], tf.int64))
+        nxt = tf.data.make_one_shot_iterator(ds).get_next()
+        got = []
+        with tf.Session() as s:
+            with pytest.raises(tf.errors.OutOfRangeError):
+                while True:
+                    got.append({"dtype": "int64", "value": int(s.run(nxt))})
+    assert got == recorded["values"]
