@@ -109,6 +109,8 @@ def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> Graph
         nd.name = f"{op.type}/_{len(out.node) - 1}"
         del nd.input[:]
         nd.input.extend(inputs)
+        if "_class" in nd.attr:  # (TF writes no colocation here: the names it gives are gone)
+            del nd.attr["_class"]
         if strip_devices:
             nd.device = ""
         written[id(v)] = nd.name
@@ -204,9 +206,7 @@ async def _from_graph(ctx, graph_def):
     try:
         gd.ParseFromString(data if isinstance(data, bytes) else str(data).encode())
     except Exception:  # noqa: BLE001 - protobuf's DecodeError
-        raise errors.InvalidArgumentError(
-            None, None, "Could not parse GraphDef"
-        ) from None
+        raise errors.InvalidArgumentError(None, None, "Could not parse GraphDef") from None
     rets = [nd for nd in gd.node if nd.op == "_Retval"]
     if len(rets) != 1 or len(rets[0].input) != 1:
         raise errors.InvalidArgumentError(

@@ -380,12 +380,20 @@ for _name, (_inputs, _attrs) in _PASS_THROUGH.items():
 class WithOptions(pl.DatasetValue):
     """The input's elements, with TF's serialized options for the pipeline (which
     GetOptions reads).  Of them the runtime follows map_and_batch_fusion (for a failed
-    element, dataset_pipeline.Batch): the outermost options dataset of a pass, which
-    holds the pipeline's options merged, says it as the pass starts (Env)."""
+    element, dataset_pipeline.Batch): the outermost options dataset of a pass says it
+    as the pass starts (Env), its settings merged over those of the options datasets
+    above it (each OptionsDataset holds only the options its with_options gave, as
+    TF 2.21 writes them; TF merges them, the later ones over the earlier)."""
 
     def __init__(self, input_value, serialized: bytes):
         self.input, self.serialized = input_value, serialized
-        self.map_and_batch_fusion = _map_and_batch_fusion(serialized)
+        own = _fusion_settings(serialized)
+        above = _options_above(input_value)
+        if above is not None:
+            own = tuple(a if a is not None else b for a, b in zip(own, above._settings))
+        self._settings = own
+        fusion, defaults = own
+        self.map_and_batch_fusion = fusion if fusion is not None else defaults is not False
 
     @property
     def bare_bytes(self):
@@ -417,12 +425,12 @@ class WithOptions(pl.DatasetValue):
         return self.input.chunks(env)
 
 
-def _map_and_batch_fusion(serialized: bytes) -> bool:
-    """Whether serialized Options leave TF's map_and_batch_fusion on: its own setting
-    (OptimizationOptions field 9), else off only where apply_default_optimizations
-    (field 1) is false.  Options that do not parse leave it on."""
+def _fusion_settings(serialized: bytes) -> tuple[bool | None, bool | None]:
+    """The (map_and_batch_fusion, apply_default_optimizations) settings of serialized
+    Options (OptimizationOptions fields 9 and 1), None where unset; options that do
+    not parse set neither."""
+    fusion = defaults = None
     try:
-        fusion = defaults = None
         for number, wire, value in proto_wire.fields(serialized):
             if number == 3 and wire == 2:  # optimization_options (a later one merges)
                 for inner, inner_wire, v in proto_wire.fields(value):
@@ -432,8 +440,31 @@ def _map_and_batch_fusion(serialized: bytes) -> bool:
                         else:
                             defaults = bool(v)
     except ValueError:
-        return True
-    return fusion if fusion is not None else defaults is not False
+        return None, None
+    return fusion, defaults
+
+
+def _options_above(value) -> WithOptions | None:
+    """The nearest options dataset `value` was made from, following each maker's first
+    dataset input (dataset_ops.built_by), or None."""
+    for _ in range(10_000):
+        if value is None or isinstance(value, WithOptions):
+            return value
+        built = dso.built_by(value)
+        if built is None:
+            return None
+        value = next(
+            (
+                a[()]
+                for a in built[1]
+                if isinstance(a, np.ndarray)
+                and a.shape == ()
+                and a.dtype == object
+                and isinstance(a[()], pl.DatasetValue)
+            ),
+            None,
+        )
+    return None
 
 
 async def _options(ctx, ds):

@@ -43,6 +43,7 @@ from asyncflow.ops import (
     math_ops,
     partition_ops,
 )
+from asyncflow.proto_wire import length_delimited
 from asyncflow.ragged import RaggedTensor
 from asyncflow.sparse_tensor import SparseTensor, SparseTensorValue
 
@@ -225,6 +226,23 @@ class _Traced:
 
 def _i64(v, name):
     return ops.convert_to_tensor(v, dtype=dtypes.int64, name=name)
+
+
+def _seed_tensors(op_seed):
+    """The (seed, seed2) tensors a dataset's random op takes (shuffle, shuffle_and_repeat,
+    random), as TF's tf.data writes them: the graph-level rules of random_seed.get_seed,
+    with seed2 chosen in the graph (2**31 - 1 where both are 0, since (0, 0) asks the
+    kernel for fresh entropy) unless neither seed is set (two 0 constants)."""
+    s1, s2 = random_seed.get_seed(op_seed)
+    seed = _i64(0 if s1 is None else s1, "seed")
+    if s2 is None:
+        return seed, _i64(0, "seed2")
+    with ops.name_scope("seed2") as scope:
+        s2 = ops.convert_to_tensor(s2, dtype=dtypes.int64)
+        both_zero = math_ops.logical_and(math_ops.equal(seed, 0), math_ops.equal(s2, 0))
+        fallback = ops.convert_to_tensor(2**31 - 1, dtype=dtypes.int64)
+        seed2 = ops.apply_op("SelectV2", [both_zero, fallback, s2], name=scope).outputs[0]
+    return seed, seed2
 
 
 def _det(deterministic) -> str:
@@ -704,15 +722,11 @@ class Dataset:
         return self._then("UnbatchDataset", [self._variant], structure)
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True, name=None) -> Dataset:
-        s1, s2 = random_seed.get_seed(seed)
+        size = _i64(buffer_size, "buffer_size")
+        seed1, seed2 = _seed_tensors(seed)
         return self._then(
             "ShuffleDataset",
-            [
-                self._variant,
-                _i64(buffer_size, "buffer_size"),
-                _i64(s1 or 0, "seed"),
-                _i64(s2 or 0, "seed2"),
-            ],
+            [self._variant, size, seed1, seed2],
             None,
             {"reshuffle_each_iteration": reshuffle_each_iteration is not False},
         )
@@ -991,9 +1005,8 @@ class Dataset:
         forever (TF's RandomDataset: the same numbers for the same seeds). With
         `rerandomize_each_iteration`, TF's RandomDatasetV2: each `repeat` pass draws
         other numbers (its seeds the next of a stream seeded with the seeds)."""
-        s1, s2 = random_seed.get_seed(seed)
         ds = Dataset(None, _Spec(dtypes.int64, []))
-        seeds = [_i64(s1 or 0, "seed"), _i64(s2 or 0, "seed2")]
+        seeds = list(_seed_tensors(seed))
         if rerandomize_each_iteration:
             generator = ops.apply_op("DummySeedGenerator", [], {}).outputs[0]
             ds._variant = dataset_ops.dataset_op(
@@ -1105,17 +1118,20 @@ class Dataset:
         return out
 
     def with_options(self, options, name=None) -> Dataset:
-        """This dataset with `options` merged over its own, as TF's OptionsDataset op
-        (kept; see data/options.py)."""
+        """This dataset with `options` merged over its own (`options()`), as TF 2.21's
+        OptionsDataset op: colocated with its input, its attr `options` alone (the
+        runtime merges a pipeline's OptionsDatasets, as TF's; data/options.py).  Only
+        `with_options` writes one, as TF's graph mode: a pipeline without options
+        exports without it.  A `name` goes into its metadata attr (TF's Metadata
+        message), as TF's."""
         from asyncflow.data.options import serialized
 
         merged = self.options().merge(options)
-        out = self._then(
-            "OptionsDataset",
-            [self._variant],
-            attrs={"serialized_options": serialized(merged)},
-            name=name,
-        )
+        attrs = {"serialized_options": serialized(options)}
+        if name:
+            attrs["metadata"] = length_delimited(1, str(name).encode())
+        with ops.colocate_with(self._variant.op):
+            out = self._then("OptionsDataset", [self._variant], attrs=attrs)
         out._options = merged
         return out
 

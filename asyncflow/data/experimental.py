@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asyncflow import dtypes, random_seed
+from asyncflow import dtypes
 from asyncflow import graph as ops
 from asyncflow.data.csv_dataset import CsvDataset, make_csv_dataset
 from asyncflow.data.dataset import (
@@ -11,6 +11,7 @@ from asyncflow.data.dataset import (
     UNKNOWN_CARDINALITY,
     Counter,
     Dataset,
+    _seed_tensors,
     bucket_by_sequence_length,
     choose_from_datasets,
     sample_from_datasets,
@@ -35,7 +36,6 @@ from asyncflow.data.options import (
     ServiceOptions,
     ThreadingOptions,
 )
-from asyncflow.ops import math_ops
 
 __all__ = [
     "distributed_save",
@@ -219,22 +219,6 @@ def shuffle_and_repeat(buffer_size, count=None, seed=None):
         )
 
     return apply
-
-
-def _seed_tensors(op_seed):
-    """The (seed, seed2) tensors a dataset's random op takes, as TF's tf.data writes
-    them: the graph-level rules of random_seed.get_seed, with seed2 chosen in the graph
-    (2**31 - 1 where both are 0, since (0, 0) asks the kernel for fresh entropy)."""
-    s1, s2 = random_seed.get_seed(op_seed)
-    seed = ops.convert_to_tensor(0 if s1 is None else s1, dtype=dtypes.int64, name="seed")
-    if s2 is None:
-        return seed, ops.convert_to_tensor(0, dtype=dtypes.int64, name="seed2")
-    with ops.name_scope("seed2") as scope:
-        s2 = ops.convert_to_tensor(s2, dtype=dtypes.int64)
-        both_zero = math_ops.logical_and(math_ops.equal(seed, 0), math_ops.equal(s2, 0))
-        fallback = ops.convert_to_tensor(2**31 - 1, dtype=dtypes.int64)
-        seed2 = ops.apply_op("SelectV2", [both_zero, fallback, s2], name=scope).outputs[0]
-    return seed, seed2
 
 
 def unbatch():
