@@ -23,7 +23,6 @@ with the same results.  `warm()` compiles it and waits.
 
 from __future__ import annotations
 
-import math
 import threading
 
 import numpy as np
@@ -33,147 +32,33 @@ from asyncflow.ops import jit_loops
 __all__ = ["encode", "histograms", "ready", "warm"]
 
 _DBL_MAX = float(np.finfo(np.float64).max)  # (TF's min_ starts there, max_ at -DBL_MAX)
-_BLOCK = 256  # float32 values whose sums `_block_sums` adds at once
-_TWO52, _TWO53 = 2.0**52, 2**53
-_ROUNDER = 1.5 * 2.0**52  # (r + it) - it: r rounded to an integer, ties to even (0 <= r < 2**51)
-_R_MAX = 2.0**51
-_T_MIN, _T_MAX = 2.0**-900, 2.0**1000  # sums outside: TF's chain (u, 1/u and sums in range)
 
 
 def _accumulate(values, bits, base, threshold, shift, counts):
     """Each of `values` (`bits`: the same memory as unsigned integers) counted into
     `counts` (zeroed here) at its bucket (its cell's base, one more at or above the
     cell's threshold); (min, max, sum, sum of squares) as Histogram::Add computes them,
-    in TF's order.  float32 values a block at a time: each sum of a block added at once
-    where `_block_sums` shows it equal to TF's chain over the block, else that chain."""
+    in TF's order."""
     counts[:] = 0
     lo = _DBL_MAX
     hi = -_DBL_MAX
     total = 0.0
     squares = 0.0
-    n = values.size
-    steps = np.empty(_BLOCK, np.int64)
-    step = _BLOCK if values.itemsize == 4 else max(n, 1)  # (float64: TF's chains, one block)
-    for a in range(0, n, step):
-        b = min(a + step, n)
-        chain_s = chain_t = True
-        if values.itemsize == 4:
-            chain_s, chain_t, total, squares = _block_sums(
-                values, bits, a, b, total, squares, steps
-            )
-        lo, hi, total, squares = _count(
-            values, bits, a, b, base, threshold, shift, counts, lo, hi, total, squares,
-            chain_s, chain_t,
-        )  # fmt: skip
-    return lo, hi, total, squares
-
-
-def _count(
-    values, bits, a, b, base, threshold, shift, counts, lo, hi, total, squares, chain_s, chain_t
-):
-    """values[a:b] counted into `counts`, min and max in TF's order (the first of equal
-    values stays), and the sum (`chain_s`) and the sum of squares (`chain_t`) continued
-    as TF's chains: one value at a time, in double."""
-    for i in range(a, b):
+    for i in range(values.size):
         v = values[i]
         k = bits[i] >> shift
-        j = np.intp(base[k])
+        b = np.intp(base[k])
         if v >= threshold[k]:
-            j += 1
-        counts[j] += 1
+            b += 1
+        counts[b] += 1
         d = np.float64(v)
         if lo > d:
             lo = d
         if hi < d:
             hi = d
-        if chain_s:
-            total += d
-        if chain_t:
-            squares += d * d
+        total += d
+        squares += d * d
     return lo, hi, total, squares
-
-
-def _block_sums(values, bits, a, b, total, squares, steps):
-    """TF's sum and sum of squares continued over the float32 values[a:b] from `total`
-    and `squares`, without their chains of dependent additions where this proves it
-    gets the chain's bits: (whether the sum still needs the chain, whether the squares
-    do, the sum, the sum of squares).
-
-    The sum.  Let g be a power of two that divides `total` and every value (float32's
-    grid at the block's smallest exponent, or `total`'s lowest set bit when finer).  A
-    multiple of g of magnitude at most 2**53 g is a double (its significand fits), and
-    every partial sum total + v[a] + ... + v[i] is a multiple of g of magnitude at most
-    |total| + sum |v|.  So when that is <= 2**53 g no addition of the chain rounds, the
-    chain's result is the exact sum, and the exact sum is what the integers k = v / g
-    (exact: |k| < 2**52 by the exponents' spread) add up to.
-
-    The squares (TF's d * d of a float32 d is exact in double: 48 bits).  While the
-    running sum T stays in its binade [2**E, 2**(E+1)), the doubles there are the
-    multiples of u = 2**(E-52) and T is one, so fl(T + q) = T + u * rint(q / u), unless
-    q / u is halfway between integers (ties round to the even result, which rint alone
-    does not decide).  With no such tie and T + u * sum(rint(q / u)) still below
-    2**(E+1) (the additions only grow T: every step stays in the binade), the chain's
-    result is T + u * sum(rint(q / u)), all of it exact in doubles and int64.  T must be
-    a normal double well above underflow (u and 1/u doubles); from 0.0, or near it, the
-    chain runs."""
-    e_lo = 255
-    e_hi = 0
-    for i in range(a, b):  # (integer reductions: vectorized)
-        x = np.int64(bits[i])  # (float32's; compiled for float64's too, never run)
-        e = (x >> 23) & 0xFF
-        e_hi = max(e_hi, e)
-        e_lo = min(e_lo, max(e, 1) if x & 0x7FFFFFFF else 255)
-    if e_hi == 255 or e_hi - e_lo > 28 or not _T_MIN <= squares < _T_MAX:  # (Inf/NaN too)
-        return True, True, total, squares
-    t_exp = math.frexp(squares)[1]  # (squares in [2**(t_exp-1), 2**t_exp))
-    inv_g = math.ldexp(
-        1.0, 150 - e_lo
-    )  # (a float32 of exponent field e is a multiple of 2**(max(e, 1) - 150))
-    inv_u = math.ldexp(1.0, 53 - t_exp)
-    ks = 0
-    ks_abs = 0
-    ns = 0
-    ties = 0
-    big = 0
-    for i in range(a, b):  # (no floating-point reduction: vectorized)
-        d = np.float64(values[i])
-        k = np.int64(d * inv_g)
-        ks += k
-        ks_abs += abs(k)
-        r = d * d * inv_u
-        t = (r + _ROUNDER) - _ROUNDER  # (r to the nearest integer, ties to even, r < 2**51)
-        big |= np.int64(not r < _R_MAX)
-        tie = np.int64(abs(r - t) == 0.5)
-        n = np.int64(t if t < _R_MAX else 0.0) - tie * np.int64(t > r)  # (a tie's: r - 1/2)
-        ties += tie
-        ns += n
-        steps[i - a] = 2 * n + tie
-    g_v = math.ldexp(1.0, e_lo - 150)
-    chain_s = not abs(total) < _T_MAX  # (Inf/NaN from an earlier block)
-    if not chain_s:
-        g = g_v if total == 0.0 else min(g_v, _lowest_bit(total))
-        chain_s = not abs(total) + np.float64(ks_abs) * g_v <= _TWO52 * g  # (margin 2: rounding)
-    if not chain_s:
-        total += np.float64(ks) * g_v
-    if big:
-        return chain_s, True, total, squares
-    m = np.int64(squares * inv_u) + ns  # (T / u, then the chain's end in units of u)
-    if ties:
-        m -= ns
-        for j in range(b - a):  # (an integer chain, one cycle a value)
-            m += steps[j] >> 1
-            if steps[j] & 1:  # a tie: to the even one of m and m + 1
-                m += m & 1
-    if m > _TWO53 - 1:  # (past the binade: the chain from T)
-        return chain_s, True, total, squares
-    return chain_s, False, total, np.float64(m) * math.ldexp(1.0, t_exp - 53)
-
-
-def _lowest_bit(x):
-    """The lowest set bit of the finite nonzero double x, as a double (exact)."""
-    m, e = math.frexp(x)
-    s = np.int64(abs(m) * _TWO53)  # (x's significand as an integer)
-    return math.ldexp(np.float64(s & -s), e - 53)
 
 
 def _histogram_loop(
@@ -349,8 +234,7 @@ def _build(numba) -> dict:
     """The loop compiled for its signatures (float32 values with uint32 bits, float64
     with uint64): on jit_loops' background thread, never in a kernel."""
     jit = numba.njit(nogil=True, cache=True, error_model="numpy")
-    for f in (_lowest_bit, _block_sums, _count, _accumulate):  # (callees first)
-        globals()[f.__name__] = jit(f)  # (before the loops that call it compile)
+    globals()["_accumulate"] = jit(_accumulate)  # (before the loops that call it compile)
     loop = jit(_histogram_loop)
     counts = np.zeros(4, np.int64)
     limits, out = np.array([0.0, 1.0]), np.zeros(2)
