@@ -240,3 +240,57 @@ def test_fused_float32_histograms_in_a_session(numpy_path):
                 sess.run(train)
             with pytest.raises(errors.InvalidArgumentError, match="Infinity in summary histogram"):
                 sess.run(merged, {x: np.array([1.0, np.inf], np.float32)})
+
+
+def _sums_cases():
+    """Arrays whose sums in TF's order round in every way a reordered or blocked sum
+    could miss: weights, wide mixtures, values beside powers of two (squares halfway
+    between doubles), tiny and subnormal values beside large ones, zeros of both signs,
+    running sums that cancel and cross binades at every step."""
+    rng = np.random.default_rng(17)
+    n = 3000
+    p2 = 2.0 ** rng.integers(-20, 20, n)
+    beside = 1 + rng.choice([-1, 1], n) * 2.0 ** rng.integers(-23, -1, n)
+    cases = {
+        "weights": rng.uniform(-0.1, 0.1, n),
+        "normal mixture": rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3, n),
+        "powers of two": p2 * rng.choice([1.0, -1.0, 0.5, 1.5, -0.75], n),
+        "beside powers of two": p2 * beside,
+        "halfway squares": 1.0 + rng.integers(1, 64, n) * 2.0**-12,
+        "tiny and large": np.where(rng.random(n) < 0.05, 1e-30, 1.0) * rng.standard_normal(n),
+        "subnormals": rng.standard_normal(n) * 1e-39,
+        "zeros": np.where(rng.random(n) < 0.9, np.where(rng.random(n) < 0.5, 0.0, -0.0), 1e-3),
+        "cancelling": np.repeat(rng.standard_normal(n // 2) * 1e3, 2) * np.tile([1, -1], n // 2),
+        "growing": np.cumprod(np.full(n, 1.01)) * rng.choice([-1.0, 1.0], n),
+        "crossing binades": rng.standard_normal(n) * 2.0 ** (np.arange(n) % 60 - 30),
+    }
+    return {
+        f"{name} {np.dtype(t).name}": np.asarray(v, t)
+        for name, v in cases.items()
+        for t in (np.float32, np.float64)
+    }
+
+
+def _tf_stats(values) -> tuple:
+    """Histogram::Add's min, max, sum and sum of squares: min and max one value at a
+    time (the first of equal values stays), the sums as NumPy's cumulative sums (one
+    double addition a value, in order: TF's chains)."""
+    d = np.asarray(values, np.float64)
+    lo, hi = summary_ops._LIMITS[-1], -summary_ops._LIMITS[-1]
+    for x in d.tolist():
+        lo = x if lo > x else lo
+        hi = x if hi < x else hi
+    return lo, hi, np.cumsum(d)[-1], np.cumsum(d * d)[-1]
+
+
+@pytest.mark.parametrize("name", list(_sums_cases()))
+def test_compiled_sums_are_tf_chains(name):
+    """The compiled pass's min, max, sum and sum of squares have TF's bits on arrays
+    chosen to catch any reordering of the sums, in one tensor and in pieces of one call."""
+    values = _sums_cases()[name]
+    table = summary_ops._jit_table(values.dtype)
+    for part in ([values], [values[:1], values[1:700], values[700:]]):
+        stats, *_ = summary_jit.histograms(part, [table] * len(part), summary_ops._LIMITS)
+        for piece, got in zip(part, stats):
+            want = _tf_stats(piece)
+            assert np.array(got).tobytes() == np.array(want).tobytes(), (got, want)
