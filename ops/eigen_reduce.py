@@ -36,6 +36,8 @@ import math
 
 import numpy as np
 
+from asyncflow.ops import eigen_reduce_jit
+
 __all__ = ["bias_add_grad", "lanes", "reduce_mean", "reduce_sum", "simplify", "supported"]
 
 # AVX packets: the x86-64 wheel of TF 2.21 compiles Eigen for 256-bit packets (8 float32,
@@ -77,6 +79,21 @@ def simplify(shape: tuple[int, ...], axes) -> tuple[list[int], bool]:
             dims.append(d)
         prev = r
     return dims, first if dims else True
+
+
+# -- the compiled loops, where ready -----------------------------------------------------------
+
+_JIT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _jit(dtype):
+    """eigen_reduce_jit's loops for arrays of `dtype`, or None (NumPy's forms run)."""
+    return eigen_reduce_jit.loops() if dtype in _JIT_TYPES else None
+
+
+def _scratch(dtype) -> tuple[np.ndarray, np.ndarray, int]:
+    p = lanes(dtype)
+    return np.empty((4, p), dtype), np.empty((64, 3), np.int64), p * _LEAF.get(dtype, 1024)
 
 
 # -- NumPy forms -----------------------------------------------------------------------------
@@ -139,6 +156,12 @@ def _rows(x: np.ndarray, own_tensor: bool = True) -> np.ndarray:
     (`own_tensor`: row r starts at r * n, which places a long row's split points), or
     each a tensor of its own."""
     rows, n = x.shape
+    jit = _jit(x.dtype)
+    if jit is not None and x.flags.c_contiguous:
+        out = np.empty(rows, x.dtype)
+        acc, stack, cap = _scratch(x.dtype)
+        jit["_rows"](x.reshape(-1), rows, n, own_tensor, cap, acc, stack, out)
+        return out
     p = lanes(x.dtype)
     if n <= p * _LEAF.get(x.dtype, 1024) or n % p == 0 or not own_tensor or rows == 1:
         return _tree(x, 0, n)
@@ -161,6 +184,17 @@ def _full(flat: np.ndarray, threads: int) -> np.ndarray:
     n = flat.size
     x = flat.reshape(1, n)
     size, blocks = full_blocks(n, flat.itemsize, lanes(flat.dtype), threads)
+    jit = _jit(flat.dtype)
+    if jit is not None:
+        acc, stack, cap = _scratch(flat.dtype)
+        tree = jit["_tree"]
+        if blocks == 1:
+            return tree(flat, 0, n, 0, cap, acc, stack)
+        rest = n - blocks * size
+        total = tree(flat, blocks * size, rest, 0, cap, acc, stack) if rest else flat.dtype.type(0)
+        for b in range(blocks):
+            total = total + tree(flat, b * size, size, 0, cap, acc, stack)
+        return total
     if blocks == 1:
         return _tree(x, 0, n)[0]
     rest = n - blocks * size
@@ -173,6 +207,11 @@ def _full(flat: np.ndarray, threads: int) -> np.ndarray:
 def _middle(x: np.ndarray) -> np.ndarray:
     """x [A, B, C] reduced over B, as Eigen's reducer that keeps the inner axis."""
     a, b, c = x.shape
+    jit = _jit(x.dtype)
+    if jit is not None and x.flags.c_contiguous:
+        out = np.empty((a, c), x.dtype)
+        jit["_middle"](x, lanes(x.dtype), out)
+        return out
     seq = _seq(x, 1)
     if b < 16:
         return seq
@@ -265,6 +304,11 @@ def _outer(x: np.ndarray, threads: int, itemsize: int) -> np.ndarray:
 
 
 def _colsum(x: np.ndarray) -> np.ndarray:
+    jit = _jit(x.dtype)
+    if jit is not None and x.flags.c_contiguous:
+        out = np.empty(x.shape[1], x.dtype)
+        jit["_colsum"](x, out)
+        return out
     if x.shape[0] == 0:
         return np.zeros(x.shape[1], x.dtype)
     if x.shape[1] >= 2:
@@ -304,6 +348,10 @@ def _nchw(x: np.ndarray, threads: int) -> np.ndarray:
 
 
 def _piece(v: np.ndarray):
+    jit = _jit(v.dtype)
+    if jit is not None:
+        acc, stack, cap = _scratch(v.dtype)
+        return jit["_tree"](v, 0, v.size, 0, cap, acc, stack)
     return _tree(v.reshape(1, -1), 0, v.size)[0] if v.size else v.dtype.type(0)
 
 
