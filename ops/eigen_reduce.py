@@ -91,11 +91,6 @@ def _jit(dtype):
     return eigen_reduce_jit.loops() if dtype in _JIT_TYPES else None
 
 
-def _scratch(dtype) -> tuple[np.ndarray, np.ndarray, int]:
-    p = lanes(dtype)
-    return np.empty((4, p), dtype), np.empty((64, 3), np.int64), p * _LEAF.get(dtype, 1024)
-
-
 # -- NumPy forms -----------------------------------------------------------------------------
 
 
@@ -157,12 +152,11 @@ def _rows(x: np.ndarray, own_tensor: bool = True) -> np.ndarray:
     each a tensor of its own."""
     rows, n = x.shape
     jit = _jit(x.dtype)
+    p = lanes(x.dtype)
     if jit is not None and x.flags.c_contiguous:
         out = np.empty(rows, x.dtype)
-        acc, stack, cap = _scratch(x.dtype)
-        jit["_rows"](x.reshape(-1), rows, n, own_tensor, cap, acc, stack, out)
+        jit["_rows"](x.reshape(-1), rows, n, own_tensor, p, p * 1024, out)
         return out
-    p = lanes(x.dtype)
     if n <= p * _LEAF.get(x.dtype, 1024) or n % p == 0 or not own_tensor or rows == 1:
         return _tree(x, 0, n)
     return np.concatenate([_tree(x[r : r + 1], r * n, n, r * n) for r in range(rows)])
@@ -186,15 +180,8 @@ def _full(flat: np.ndarray, threads: int) -> np.ndarray:
     size, blocks = full_blocks(n, flat.itemsize, lanes(flat.dtype), threads)
     jit = _jit(flat.dtype)
     if jit is not None:
-        acc, stack, cap = _scratch(flat.dtype)
-        tree = jit["_tree"]
-        if blocks == 1:
-            return tree(flat, 0, n, 0, cap, acc, stack)
-        rest = n - blocks * size
-        total = tree(flat, blocks * size, rest, 0, cap, acc, stack) if rest else flat.dtype.type(0)
-        for b in range(blocks):
-            total = total + tree(flat, b * size, size, 0, cap, acc, stack)
-        return total
+        p = lanes(flat.dtype)
+        return jit["_full"](flat, size, blocks, p, p * 1024)
     if blocks == 1:
         return _tree(x, 0, n)[0]
     rest = n - blocks * size
@@ -227,33 +214,74 @@ def _middle(x: np.ndarray) -> np.ndarray:
     return np.where(packet, acc, seq)
 
 
+_PLANS: dict = {}  # (shape, axes, threads, dtype) -> _plan's answer
+
+
+def _plan(shape, axes, threads: int, dtype) -> tuple:
+    """(kind, the shape the kind reduces, the output's shape, the kind's extra): TF's
+    case for reducing `shape` over `axes`, taken once per shape."""
+    key = (shape, axes, threads, dtype)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    out_shape = tuple(d for i, d in enumerate(shape) if i not in axes)
+    dims, first = simplify(shape, axes)
+    nd = len(dims)
+    extra = None
+    if math.prod(shape) == 0 or math.prod(out_shape) == 0:
+        kind = "empty"
+    elif nd == 0 or (nd == 1 and not first):
+        kind = "copy"
+    elif nd == 1:
+        kind, extra = "full", full_blocks(dims[0], dtype.itemsize, lanes(dtype), threads)
+    elif nd == 2 and first:
+        kind, dims = "middle", [1, *dims]
+    elif nd == 2:
+        kind = "rows"
+    elif nd == 3 and first:
+        kind = "outer_inner"
+    elif nd == 3:
+        kind = "middle"
+    else:
+        kept = list(range(1 if first else 0, nd, 2))
+        extra = kept + list(range(0 if first else 1, nd, 2))
+        kind = "shuffled"
+    plan = (kind, tuple(dims), out_shape, extra)
+    if len(_PLANS) >= 4096:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
+
+
 def _sum(x: np.ndarray, axes, threads: int) -> np.ndarray:
     """x summed over `axes` (sorted, non-negative), shaped as TF's reduced shape
     without kept dims."""
-    out_shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-    if x.size == 0 or math.prod(out_shape) == 0:
+    kind, dims, out_shape, extra = _plan(x.shape, axes, threads, x.dtype)
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    jit = eigen_reduce_jit.loops() if x.dtype in _JIT_TYPES else None
+    if kind == "middle":
+        if jit is None:
+            return _middle(x.reshape(dims)).reshape(out_shape)
+        out = np.empty(out_shape, x.dtype)
+        jit["_middle"](x.reshape(dims), lanes(x.dtype), out.reshape(dims[0], dims[2]))
+        return out
+    if kind == "full":
+        if jit is None:
+            return np.asarray(_full(x.reshape(-1), threads), x.dtype).reshape(out_shape)
+        p = lanes(x.dtype)
+        total = jit["_full"](x.reshape(-1), extra[0], extra[1], p, p * 1024)
+        return np.asarray(total, x.dtype).reshape(out_shape)
+    if kind == "rows":
+        return _rows(x.reshape(dims)).reshape(out_shape)
+    if kind == "empty":
         return np.zeros(out_shape, x.dtype)
-    dims, first = simplify(x.shape, axes)
-    x = np.ascontiguousarray(x)
-    nd = len(dims)
-    if nd == 0 or (nd == 1 and not first):
+    if kind == "copy":
         return x.reshape(out_shape).copy()
-    if nd == 1:
-        out = _full(x.reshape(-1), threads)
-    elif nd == 2 and first:
-        out = _middle(x.reshape(1, *dims))
-    elif nd == 2:
-        out = _rows(x.reshape(dims))
-    elif nd == 3 and first:
-        out = _seq(x.reshape(dims).transpose(1, 2, 0).reshape(dims[1], -1), 1)
-    elif nd == 3:
-        out = _middle(x.reshape(dims))
-    else:
-        kept = list(range(1 if first else 0, nd, 2))
-        gone = list(range(0 if first else 1, nd, 2))
-        t = np.ascontiguousarray(x.reshape(dims).transpose(kept + gone))
-        out = _rows(t.reshape(math.prod(dims[i] for i in kept), -1))
-    return np.asarray(out, x.dtype).reshape(out_shape)
+    if kind == "outer_inner":
+        return _seq(x.reshape(dims).transpose(1, 2, 0).reshape(dims[1], -1), 1).reshape(out_shape)
+    t = np.ascontiguousarray(x.reshape(dims).transpose(extra))
+    return _rows(t.reshape(math.prod(out_shape), -1)).reshape(out_shape)
 
 
 def reduce_sum(x: np.ndarray, axes, threads: int) -> np.ndarray:
@@ -350,8 +378,8 @@ def _nchw(x: np.ndarray, threads: int) -> np.ndarray:
 def _piece(v: np.ndarray):
     jit = _jit(v.dtype)
     if jit is not None:
-        acc, stack, cap = _scratch(v.dtype)
-        return jit["_tree"](v, 0, v.size, 0, cap, acc, stack)
+        p = lanes(v.dtype)
+        return jit["_full"](v, v.size, 1, p, p * 1024)
     return _tree(v.reshape(1, -1), 0, v.size)[0] if v.size else v.dtype.type(0)
 
 

@@ -24,48 +24,54 @@ __all__ = ["loops", "warm"]
 
 def _leaf(x, s, n, acc):
     """Eigen's vectorized InnerMostDimReducer of x[s:s+n] (no tree): four packet
-    accumulators (acc: [4, lanes], scratch) over strides of four packets, added
-    0+1, +2, +3, the whole packets left, then the last values one by one from 0 plus
-    the lanes added pairwise by halves."""
-    p = acc.shape[1]
+    accumulators (acc: 4 * lanes values, scratch, packet k at [k * lanes:]) over
+    strides of four packets, added 0+1, +2, +3, the whole packets left, then the last
+    values one by one from 0 plus the lanes added pairwise by halves."""
+    q4 = acc.size
+    p = q4 // 4
     zero = x.dtype.type(0)
-    for k in range(4):
-        for lane in range(p):
-            acc[k, lane] = zero
+    xs = x[s : s + n]  # (indices from 0, and a 2-D view below: LLVM vectorizes these loops)
     start = 0
-    if n >= 4 * p:
-        v4 = n // (4 * p) * (4 * p)
-        for j in range(s, s + v4, 4 * p):
-            for k in range(4):
-                for lane in range(p):
-                    acc[k, lane] += x[j + k * p + lane]
-        for lane in range(p):
-            acc[0, lane] = ((acc[0, lane] + acc[1, lane]) + acc[2, lane]) + acc[3, lane]
+    if n >= q4:
+        for q in range(q4):
+            acc[q] = zero
+        v4 = n // q4 * q4
+        # (a column sum of x as [v4 / q4, q4]: each accumulator adds its values in order)
+        m = xs[:v4].reshape((v4 // q4, q4))
+        for r in range(v4 // q4):
+            for q in range(q4):
+                acc[q] += m[r, q]
+        for q in range(p):
+            acc[q] = ((acc[q] + acc[p + q]) + acc[2 * p + q]) + acc[3 * p + q]
         start = v4
+    else:
+        for q in range(p):
+            acc[q] = zero
     while start + p <= n:
-        for lane in range(p):
-            acc[0, lane] += x[s + start + lane]
+        for q in range(p):
+            acc[q] += xs[start + q]
         start += p
     tail = zero
-    for j in range(s + start, s + n):
-        tail += x[j]
+    for j in range(start, n):
+        tail += xs[j]
     w = p
     while w > 1:
         h = w // 2
-        for lane in range(h):
-            acc[0, lane] = acc[0, lane] + acc[0, lane + h]
+        for q in range(h):
+            acc[q] = acc[q] + acc[q + h]
         w = h
-    return tail + acc[0, 0]
+    return tail + acc[0]
 
 
-def _tree(x, first, n, origin, cap, acc, stack):
+def _tree(x, first, n, origin, cap, acc, stack, values):
     """Eigen's tree InnerMostDimReducer of n values from `first` (counted from the
     tensor's start: it places the split points; x[first - origin] is the first value):
     runs over `cap` values split in two at a packet boundary, (0 + left) + right.  The
-    recursion walks an explicit stack (`stack`: [64, 3] int64 scratch)."""
-    p = acc.shape[1]
+    recursion walks an explicit stack (`stack`: [64, 3] int64, `values`: 64, scratch)."""
     zero = x.dtype.type(0)
-    values = np.empty(64, x.dtype)
+    if n <= cap:
+        return _leaf(x, first - origin, n, acc) + zero
+    p = acc.size // 4
     top, nv = 0, 0
     stack[0, 0], stack[0, 1], stack[0, 2] = first, n, 0
     while top >= 0:
@@ -95,13 +101,39 @@ def _tree(x, first, n, origin, cap, acc, stack):
     return values[0]
 
 
-def _rows(x, rows, n, own_tensor, cap, acc, stack, out):
+def _full(x, size, blocks, p, cap):
+    """All of flat x: one tree (blocks 1), or `blocks` trees of `size` values added in
+    order to the tree of the values after them (Eigen's threaded full reducer)."""
+    acc = np.empty(4 * p, x.dtype)
+    stack = np.empty((64, 3), np.int64)
+    values = np.empty(64, x.dtype)
+    n = x.size
+    if blocks == 1:
+        return _tree(x, 0, n, 0, cap, acc, stack, values)
+    rest = n - blocks * size
+    total = x.dtype.type(0)
+    if rest:
+        total = _tree(x, blocks * size, rest, 0, cap, acc, stack, values)
+    for b in range(blocks):
+        total = total + _tree(x, b * size, size, 0, cap, acc, stack, values)
+    return total
+
+
+def _rows(x, rows, n, own_tensor, p, cap, out):
     """Each of `rows` rows of n values of flat x reduced by `_tree` into out (a row of
     one tensor starts at r * n; else each row is a tensor of its own)."""
+    acc = np.empty(4 * p, x.dtype)
+    if n <= cap:  # (no tree: each row one leaf)
+        zero = x.dtype.type(0)
+        for r in range(rows):
+            out[r] = _leaf(x, r * n, n, acc) + zero
+        return
+    stack = np.empty((64, 3), np.int64)
+    values = np.empty(64, x.dtype)
     for r in range(rows):
         origin = 0 if own_tensor else -r * n
         first = r * n if own_tensor else 0
-        out[r] = _tree(x, first, n, origin, cap, acc, stack)
+        out[r] = _tree(x, first, n, origin, cap, acc, stack, values)
 
 
 def _middle(x, p, out):
@@ -114,31 +146,36 @@ def _middle(x, p, out):
     acc = np.empty((4, c_n), x.dtype)
     u = b_n // 4 * 4
     for a in range(a_n):
+        xa = x[a]  # (2-D views indexed from 0: LLVM vectorizes over the columns)
+        oa = out[a]
         if b_n >= 16:
-            for k in range(4):
-                for c in range(c_n):
-                    acc[k, c] = zero
+            a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
+            for c in range(c_n):
+                a0[c] = zero
+                a1[c] = zero
+                a2[c] = zero
+                a3[c] = zero
             for j in range(0, u, 4):
+                x0, x1, x2, x3 = xa[j], xa[j + 1], xa[j + 2], xa[j + 3]
                 for c in range(c_n):
-                    acc[0, c] += x[a, j, c]
-                    acc[1, c] += x[a, j + 1, c]
-                    acc[2, c] += x[a, j + 2, c]
-                    acc[3, c] += x[a, j + 3, c]
+                    a0[c] += x0[c]
+                    a1[c] += x1[c]
+                    a2[c] += x2[c]
+                    a3[c] += x3[c]
             for c in range(c_n):
-                acc[0, c] = ((acc[0, c] + acc[1, c]) + acc[2, c]) + acc[3, c]
+                oa[c] = ((a0[c] + a1[c]) + a2[c]) + a3[c]
             for j in range(u, b_n):
+                xj = xa[j]
                 for c in range(c_n):
-                    acc[0, c] += x[a, j, c]
-            for c in range(c_n):
-                out[a, c] = acc[0, c]
+                    oa[c] += xj[c]
         for c in range(c_n):
             o = a * c_n + c
             po = o - o % p
             if b_n < 16 or po + p > total or po % c_n + p > c_n:
                 s = zero
                 for j in range(b_n):
-                    s += x[a, j, c]
-                out[a, c] = s
+                    s += xa[j, c]
+                oa[c] = s
 
 
 def _colsum(x, out):
@@ -152,7 +189,7 @@ def _colsum(x, out):
             out[c] += x[r, c]
 
 
-_NAMES = ("_leaf", "_tree", "_rows", "_middle", "_colsum")
+_NAMES = ("_leaf", "_tree", "_full", "_rows", "_middle", "_colsum")
 
 
 def _build(numba) -> dict:
@@ -161,12 +198,12 @@ def _build(numba) -> dict:
     fns = {}
     for name in _NAMES:  # (each before the loops that call it compile)
         fns[name] = globals()[name] = jit(globals()[name])
-    stack = np.zeros((64, 3), np.int64)
     for dtype in (np.float32, np.float64):
         x = np.ones(4, dtype)
-        acc = np.zeros((4, 32 // x.itemsize), dtype)
-        fns["_rows"](x, 2, 2, True, 1024 * acc.shape[1], acc, stack, np.zeros(2, dtype))
-        fns["_middle"](x.reshape(1, 2, 2), acc.shape[1], np.zeros((1, 2), dtype))
+        p = 32 // x.itemsize
+        fns["_full"](x, 4, 1, p, 1024 * p)
+        fns["_rows"](x, 2, 2, True, p, 1024 * p, np.zeros(2, dtype))
+        fns["_middle"](x.reshape(1, 2, 2), p, np.zeros((1, 2), dtype))
         fns["_colsum"](x.reshape(2, 2), np.zeros(2, dtype))
     return fns
 
