@@ -2,32 +2,35 @@
 
 A float sum's bits depend on the order of its additions.  TF's reduction kernel
 (reduction_ops_common.h) first merges adjacent axes that are reduced alike, dropping
-size-1 axes (ReductionHelper), then has Eigen reduce one of a few shapes, each in its
-own order (Eigen's TensorReduction.h, SSE/AVX packets of `_PACKET_BYTES`, `lanes` values):
+size-1 axes (ReductionHelper, here `simplify`), then has Eigen reduce one of a few
+shapes, each in its own order (Eigen's TensorReduction.h; AVX packets of `lanes`
+values: 8 float32, 4 float64, 8 half or bfloat16):
 
-- all of a 1-D run (a full reduction; also each row of an inner reduction):
-  `_inner` — runs longer than lanes * leaf are split in two at a packet boundary
-  (counted from the tensor's start) and reduced apart, then added; a leaf is summed in
-  four packet accumulators (lane-wise, over strides of four packets), added
-  0+1, +2, +3, then the whole packets left, then the last `n % lanes` values one by one
-  from 0, plus the accumulator's lanes added pairwise by halves.  A full reduction is
-  also split into one block per thread where Eigen's cost model asks for threads
-  (`_full_blocks`): its bits depend on TF's intra-op thread count.
-- [A, B, C] over B (B over [B, C] for A = 1): each output value at a packet of the
-  output that stays within its row (of C) sums B in four accumulators (rows j mod 4)
-  when B >= 16, added 0+1, +2, +3, then the last B % 4 rows; every other value sums
-  its rows one by one from 0 (`_middle`).
+- all of a 1-D run (a full reduction; also each row of an inner reduction), `_tree`:
+  runs longer than lanes * leaf (1024; half 200, bfloat16 128) are split in two at a
+  packet boundary (counted from the tensor's start) and reduced apart, then added; a
+  leaf is summed in four packet accumulators (lane-wise, over strides of four packets),
+  added 0+1, +2, +3, then the whole packets left, then the last `n % lanes` values one by
+  one from 0, plus the accumulator's lanes added pairwise by halves.  A full reduction
+  is also split into one block per thread where Eigen's cost model asks for threads
+  (`full_blocks`): its bits depend on TF's intra-op thread count.
+- [A, B, C] over B (B over [B, C] for A = 1), `_middle`: each output value at a packet
+  of the output that stays within its row (of C) sums B in four accumulators (rows j
+  mod 4) when B >= 16, added 0+1, +2, +3, then the last B % 4 rows; every other value
+  sums its rows one by one from 0.
 - [A, B, C] over A and C: one by one, C outer, A inner.
 - anything else: transposed to [kept, reduced] and reduced as rows.
 
-Mean is that sum divided by the count, in the input's type.  BiasAddGrad runs TF's
-redux_functor.h: over rows (NHWC) a column sum one row at a time, split into blocks of
-rows by the thread count when the channels are few; over [N, C, HW] (NCHW) each HW run
-reduced as above, added per channel in blocks of the flat input.
+Mean is that sum divided by the count, in the input's type.  bfloat16 sums and means in
+float32 (TF's casting specializations).  BiasAddGrad runs TF's redux_functor.h: over
+rows (NHWC) a column sum one row at a time, split into blocks of rows by the thread
+count when the channels are few; over [N, C, HW] (NCHW) each HW run reduced as above,
+added per channel in blocks of the flat input (half adds in float32, bfloat16 in itself).
 
-NumPy forms here give the same bits as the compiled loops of ops/eigen_reduce_jit.py
-(tests/ops/test_reduce_tf_bits.py checks both against TF's recorded outputs); NumPy's
-own sums (pairwise over a contiguous axis, row by row over others) differ.
+The NumPy forms here give the same bits as the compiled loops of ops/eigen_reduce_jit.py
+(float32 and float64; tests/ops/test_reduce_tf_bits.py checks both against TF's
+recorded outputs); NumPy's own sums (pairwise over a contiguous axis, row by row over
+others) differ.
 """
 
 from __future__ import annotations
@@ -36,15 +39,25 @@ import math
 
 import numpy as np
 
+from asyncflow import dtypes
 from asyncflow.ops import eigen_reduce_jit
 
 __all__ = ["bias_add_grad", "lanes", "reduce_mean", "reduce_sum", "simplify", "supported"]
 
 # AVX packets: the x86-64 wheel of TF 2.21 compiles Eigen for 256-bit packets (8 float32,
-# 4 float64), and 128-bit ones of 8 halves.
+# 4 float64), and 128-bit ones of 8 halves or bfloat16s (the recorded cases tell these
+# apart from 512-bit ones: a [32, 10] Sum over axis 0 differs).
 _PACKET_BYTES = 32
-_LEAF = {np.dtype(np.float16): 200}  # Eigen's LeafSize (1024 for other types)
-SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_BF16 = dtypes._ml_type("bfloat16")
+_BF16 = np.dtype(_BF16) if _BF16 is not None else None
+# Eigen's LeafSize (1024 for other types)
+_LEAF = {np.dtype(np.float16): 200, **({_BF16: 128} if _BF16 is not None else {})}
+SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)) + (
+    (_BF16,) if _BF16 is not None else ()
+)
+_F32 = np.dtype(np.float32)
+# A bfloat16 full reduction reads 2 bytes a value and converts it to float32.
+_BF16_VALUE_COST = 2 * 11 / 64 + 10 / 8
 
 
 def supported(dtype) -> bool:
@@ -52,9 +65,15 @@ def supported(dtype) -> bool:
 
 
 def lanes(dtype: np.dtype) -> int:
-    if dtype == np.float16:
+    if dtype.itemsize == 2:  # (half and bfloat16: 128-bit packets)
         return 8
     return _PACKET_BYTES // dtype.itemsize
+
+
+def _value_cost(dtype: np.dtype) -> float:
+    """Eigen's cost of one value of a full reduction (a load, 1/lanes of an add of
+    cost 10: the reducer is a functor Eigen's cost table does not know)."""
+    return dtype.itemsize * 11 / 64 + 10 / lanes(dtype)
 
 
 def simplify(shape: tuple[int, ...], axes) -> tuple[list[int], bool]:
@@ -86,9 +105,18 @@ def simplify(shape: tuple[int, ...], axes) -> tuple[list[int], bool]:
 _JIT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+_LOOPS: dict | None = None  # eigen_reduce_jit's loops once they are ready
+
+
+def _loops() -> dict | None:
+    global _LOOPS
+    _LOOPS = eigen_reduce_jit.loops()
+    return _LOOPS
+
+
 def _jit(dtype):
     """eigen_reduce_jit's loops for arrays of `dtype`, or None (NumPy's forms run)."""
-    return eigen_reduce_jit.loops() if dtype in _JIT_TYPES else None
+    return _LOOPS or _loops() if dtype in _JIT_TYPES else None
 
 
 # -- NumPy forms -----------------------------------------------------------------------------
@@ -104,14 +132,14 @@ def _seq(x: np.ndarray, axis: int) -> np.ndarray:
 def _predux(acc: np.ndarray) -> np.ndarray:
     """[R, lanes] -> [R]: the lanes added pairwise by halves (Eigen's predux; halves'
     lanes in float32, rounded once)."""
-    half = acc.dtype == np.float16
+    half = acc.dtype.itemsize == 2  # (half and bfloat16)
     if half:
-        acc = acc.astype(np.float32)
+        dtype, acc = acc.dtype, acc.astype(np.float32)
     while acc.shape[1] > 1:
         h = acc.shape[1] // 2
         acc = acc[:, :h] + acc[:, h:]
     out = acc[:, 0]
-    return out.astype(np.float16) if half else out
+    return out.astype(dtype) if half else out
 
 
 def _leaf(x: np.ndarray) -> np.ndarray:
@@ -155,17 +183,17 @@ def _rows(x: np.ndarray, own_tensor: bool = True) -> np.ndarray:
     p = lanes(x.dtype)
     if jit is not None and x.flags.c_contiguous:
         out = np.empty(rows, x.dtype)
-        jit["_rows"](x.reshape(-1), rows, n, own_tensor, p, p * 1024, out)
+        jit["_rows"](x.reshape(-1), rows, n, own_tensor, out)
         return out
     if n <= p * _LEAF.get(x.dtype, 1024) or n % p == 0 or not own_tensor or rows == 1:
         return _tree(x, 0, n)
     return np.concatenate([_tree(x[r : r + 1], r * n, n, r * n) for r in range(rows)])
 
 
-def full_blocks(n: int, itemsize: int, p: int, threads: int) -> tuple[int, int]:
+def full_blocks(n: int, value_cost: float, threads: int) -> tuple[int, int]:
     """(block size, blocks) of Eigen's threaded full reduction of n values (blocks 1:
-    not split): its cost model's thread count for n loads and adds."""
-    cost = n * (itemsize * 11 / 64 + 10 / p)  # (a reducer is an unknown functor: cost 10)
+    not split): its cost model's thread count for n values of `value_cost` each."""
+    cost = n * value_cost
     want = int((cost - 100000) / 100000 + 0.9)
     t = min(threads, max(1, want))
     if t == 1 or n == 0:
@@ -174,14 +202,13 @@ def full_blocks(n: int, itemsize: int, p: int, threads: int) -> tuple[int, int]:
     return size, n // size
 
 
-def _full(flat: np.ndarray, threads: int) -> np.ndarray:
+def _full(flat: np.ndarray, threads: int, value_cost: float) -> np.ndarray:
     n = flat.size
     x = flat.reshape(1, n)
-    size, blocks = full_blocks(n, flat.itemsize, lanes(flat.dtype), threads)
+    size, blocks = full_blocks(n, value_cost, threads)
     jit = _jit(flat.dtype)
     if jit is not None:
-        p = lanes(flat.dtype)
-        return jit["_full"](flat, size, blocks, p, p * 1024)
+        return jit["_full"](flat, size, blocks)
     if blocks == 1:
         return _tree(x, 0, n)[0]
     rest = n - blocks * size
@@ -197,7 +224,7 @@ def _middle(x: np.ndarray) -> np.ndarray:
     jit = _jit(x.dtype)
     if jit is not None and x.flags.c_contiguous:
         out = np.empty((a, c), x.dtype)
-        jit["_middle"](x, lanes(x.dtype), out)
+        jit["_middle"](x, out)
         return out
     seq = _seq(x, 1)
     if b < 16:
@@ -217,10 +244,10 @@ def _middle(x: np.ndarray) -> np.ndarray:
 _PLANS: dict = {}  # (shape, axes, threads, dtype) -> _plan's answer
 
 
-def _plan(shape, axes, threads: int, dtype) -> tuple:
+def _plan(shape, axes, threads: int, dtype, value_cost: float) -> tuple:
     """(kind, the shape the kind reduces, the output's shape, the kind's extra): TF's
     case for reducing `shape` over `axes`, taken once per shape."""
-    key = (shape, axes, threads, dtype)
+    key = (shape, axes, threads, dtype, value_cost)
     plan = _PLANS.get(key)
     if plan is not None:
         return plan
@@ -233,7 +260,7 @@ def _plan(shape, axes, threads: int, dtype) -> tuple:
     elif nd == 0 or (nd == 1 and not first):
         kind = "copy"
     elif nd == 1:
-        kind, extra = "full", full_blocks(dims[0], dtype.itemsize, lanes(dtype), threads)
+        kind, extra = "full", full_blocks(dims[0], value_cost, threads)
     elif nd == 2 and first:
         kind, dims = "middle", [1, *dims]
     elif nd == 2:
@@ -253,25 +280,39 @@ def _plan(shape, axes, threads: int, dtype) -> tuple:
     return plan
 
 
-def _sum(x: np.ndarray, axes, threads: int) -> np.ndarray:
+def _sum(x: np.ndarray, axes, threads: int, out=None, value_cost: float = 0.0) -> np.ndarray:
     """x summed over `axes` (sorted, non-negative), shaped as TF's reduced shape
-    without kept dims."""
-    kind, dims, out_shape, extra = _plan(x.shape, axes, threads, x.dtype)
+    without kept dims (written into `out`, a C-contiguous array of that shape, if given;
+    `value_cost`: Eigen's cost of a value, when not x's own)."""
+    plan = _PLANS.get((x.shape, axes, threads, x.dtype, value_cost))
+    if plan is None:
+        plan = _plan(x.shape, axes, threads, x.dtype, value_cost or _value_cost(x.dtype))
+    kind, dims, out_shape, extra = plan
     if not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
-    jit = eigen_reduce_jit.loops() if x.dtype in _JIT_TYPES else None
-    if kind == "middle":
-        if jit is None:
-            return _middle(x.reshape(dims)).reshape(out_shape)
-        out = np.empty(out_shape, x.dtype)
-        jit["_middle"](x.reshape(dims), lanes(x.dtype), out.reshape(dims[0], dims[2]))
+    jit = _LOOPS or _loops() if x.dtype in _JIT_TYPES else None
+    if jit is not None:  # (the common cases first, with the fewest Python steps)
+        if kind == "middle":
+            if out is None:
+                out = np.empty(out_shape, x.dtype)
+            jit["_middle"](x.reshape(dims), out.reshape(dims[0], dims[2]))
+            return out
+        if kind == "rows":
+            if out is None:
+                out = np.empty(out_shape, x.dtype)
+            jit["_rows"](x.reshape(-1), dims[0], dims[1], True, out.reshape(-1))
+            return out
+    if out is not None:
+        np.copyto(out, _sum(x, axes, threads, None, value_cost).reshape(out.shape))
         return out
-    if kind == "full":
-        if jit is None:
-            return np.asarray(_full(x.reshape(-1), threads), x.dtype).reshape(out_shape)
-        p = lanes(x.dtype)
-        total = jit["_full"](x.reshape(-1), extra[0], extra[1], p, p * 1024)
+    if jit is not None and kind == "full":
+        total = jit["_full"](x.reshape(-1), extra[0], extra[1])
         return np.asarray(total, x.dtype).reshape(out_shape)
+    if kind == "middle":
+        return _middle(x.reshape(dims)).reshape(out_shape)
+    if kind == "full":
+        cost = value_cost or _value_cost(x.dtype)
+        return np.asarray(_full(x.reshape(-1), threads, cost), x.dtype).reshape(out_shape)
     if kind == "rows":
         return _rows(x.reshape(dims)).reshape(out_shape)
     if kind == "empty":
@@ -284,14 +325,25 @@ def _sum(x: np.ndarray, axes, threads: int) -> np.ndarray:
     return _rows(t.reshape(math.prod(out_shape), -1)).reshape(out_shape)
 
 
-def reduce_sum(x: np.ndarray, axes, threads: int) -> np.ndarray:
+def reduce_sum(x: np.ndarray, axes, threads: int, out: np.ndarray | None = None) -> np.ndarray:
     """TF's Sum of a float16/32/64 array over `axes` (sorted, non-negative), without
-    kept dims, with TF's bits for `threads` intra-op threads."""
-    return _sum(x, axes, threads)
+    kept dims, with TF's bits for `threads` intra-op threads; into `out` (C-contiguous,
+    of the result's shape) if given."""
+    if x.dtype == _BF16:  # TF sums bfloat16 in float32 (reduction_ops.h), then rounds
+        total = _sum(x.astype(_F32), axes, threads, None, _BF16_VALUE_COST).astype(_BF16)
+        if out is None:
+            return total
+        np.copyto(out, total.reshape(out.shape))
+        return out
+    return _sum(x, axes, threads, out)
 
 
 def reduce_mean(x: np.ndarray, axes, threads: int) -> np.ndarray:
     """TF's Mean: the sum divided by the count (both in x's type)."""
+    if x.dtype == _BF16:  # (in float32, as TF's Mean of bfloat16)
+        total = _sum(x.astype(_F32), axes, threads, None, _BF16_VALUE_COST)
+        count = _F32.type(x.size // max(total.size, 1))
+        return np.true_divide(total, count, dtype=_F32).astype(_BF16)
     total = _sum(x, axes, threads)
     with np.errstate(over="ignore"):  # (a count past float16's range is inf, as TF's)
         count = x.dtype.type(x.size // max(total.size, 1))
@@ -357,7 +409,7 @@ def _nchw(x: np.ndarray, threads: int) -> np.ndarray:
     chunk = _parallel_chunks(blocks, per_item, threads)
     flat = x.reshape(-1)
     out = None
-    accum = np.float32 if x.dtype == np.float16 else x.dtype  # (TF's AccumulatorType)
+    accum = _F32 if x.dtype == np.float16 else x.dtype  # (TF's AccumulatorType<half>)
     for b in range(0, blocks, chunk):
         start, limit = b * size, min(total, (b + chunk) * size)
         buf = np.zeros(c, accum)
@@ -378,8 +430,7 @@ def _nchw(x: np.ndarray, threads: int) -> np.ndarray:
 def _piece(v: np.ndarray):
     jit = _jit(v.dtype)
     if jit is not None:
-        p = lanes(v.dtype)
-        return jit["_full"](v, v.size, 1, p, p * 1024)
+        return jit["_full"](v, v.size, 1)
     return _tree(v.reshape(1, -1), 0, v.size)[0] if v.size else v.dtype.type(0)
 
 
@@ -392,6 +443,6 @@ def bias_add_grad(x: np.ndarray, channel_first: bool, threads: int) -> np.ndarra
         return _nchw(x.reshape(n, c, -1), threads)
     c = x.shape[-1] if not channel_first else x.shape[1]
     x2 = x.reshape(-1, c)
-    if x.dtype == np.float16:  # (summed in float32, TF's AccumulatorType)
-        return _outer(x2.astype(np.float32), threads, 2).astype(np.float16)
+    if x.dtype == np.float16:  # (summed in float32, TF's AccumulatorType; bfloat16's is its own)
+        return _outer(x2.astype(_F32), threads, 2).astype(x.dtype)
     return _outer(x2, threads, x.itemsize)

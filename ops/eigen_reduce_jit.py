@@ -21,6 +21,8 @@ from asyncflow.ops import jit_loops
 
 __all__ = ["loops", "warm"]
 
+_PACKET_BYTES = 32  # (eigen_reduce's: float32 and float64 only, 8 and 4 lanes)
+
 
 def _leaf(x, s, n, acc):
     """Eigen's vectorized InnerMostDimReducer of x[s:s+n] (no tree): four packet
@@ -101,9 +103,11 @@ def _tree(x, first, n, origin, cap, acc, stack, values):
     return values[0]
 
 
-def _full(x, size, blocks, p, cap):
+def _full(x, size, blocks):
     """All of flat x: one tree (blocks 1), or `blocks` trees of `size` values added in
     order to the tree of the values after them (Eigen's threaded full reducer)."""
+    p = _PACKET_BYTES // x.itemsize
+    cap = 1024 * p
     acc = np.empty(4 * p, x.dtype)
     stack = np.empty((64, 3), np.int64)
     values = np.empty(64, x.dtype)
@@ -119,12 +123,34 @@ def _full(x, size, blocks, p, cap):
     return total
 
 
-def _rows(x, rows, n, own_tensor, p, cap, out):
+def _rows(x, rows, n, own_tensor, out):
     """Each of `rows` rows of n values of flat x reduced by `_tree` into out (a row of
     one tensor starts at r * n; else each row is a tensor of its own)."""
+    p = _PACKET_BYTES // x.itemsize
+    cap = 1024 * p
     acc = np.empty(4 * p, x.dtype)
+    zero = x.dtype.type(0)
+    if n < 4 * p:  # (short rows, _leaf's steps inline: a call and a view a row cost more)
+        for r in range(rows):
+            base = r * n
+            for q in range(p):
+                acc[q] = zero
+            start = 0
+            while start + p <= n:
+                for q in range(p):
+                    acc[q] += x[base + start + q]
+                start += p
+            tail = zero
+            for j in range(start, n):
+                tail += x[base + j]
+            w = p
+            while w > 1:
+                w //= 2
+                for q in range(w):
+                    acc[q] = acc[q] + acc[q + w]
+            out[r] = (tail + acc[0]) + zero
+        return
     if n <= cap:  # (no tree: each row one leaf)
-        zero = x.dtype.type(0)
         for r in range(rows):
             out[r] = _leaf(x, r * n, n, acc) + zero
         return
@@ -136,11 +162,12 @@ def _rows(x, rows, n, own_tensor, p, cap, out):
         out[r] = _tree(x, first, n, origin, cap, acc, stack, values)
 
 
-def _middle(x, p, out):
+def _middle(x, out):
     """x [A, B, C] reduced over B into out [A, C] as Eigen's reducer that keeps the
     inner axis: four row accumulators (B >= 16) at each output packet within a row,
     else one by one from 0."""
     a_n, b_n, c_n = x.shape
+    p = _PACKET_BYTES // x.itemsize
     total = a_n * c_n
     zero = x.dtype.type(0)
     acc = np.empty((4, c_n), x.dtype)
@@ -155,7 +182,14 @@ def _middle(x, p, out):
                 a1[c] = zero
                 a2[c] = zero
                 a3[c] = zero
-            for j in range(0, u, 4):
+            u8 = b_n // 8 * 8
+            for j in range(0, u8, 8):  # (two of each accumulator's rows a pass, in order)
+                for c in range(c_n):
+                    a0[c] = (a0[c] + xa[j, c]) + xa[j + 4, c]
+                    a1[c] = (a1[c] + xa[j + 1, c]) + xa[j + 5, c]
+                    a2[c] = (a2[c] + xa[j + 2, c]) + xa[j + 6, c]
+                    a3[c] = (a3[c] + xa[j + 3, c]) + xa[j + 7, c]
+            for j in range(u8, u, 4):
                 x0, x1, x2, x3 = xa[j], xa[j + 1], xa[j + 2], xa[j + 3]
                 for c in range(c_n):
                     a0[c] += x0[c]
@@ -168,10 +202,15 @@ def _middle(x, p, out):
                 xj = xa[j]
                 for c in range(c_n):
                     oa[c] += xj[c]
+        # Output packets wholly inside this row (and the vectorized range) took the
+        # accumulators; the values outside them add their rows one by one.
+        row = a * c_n
+        ps = (row + p - 1) // p * p
+        pe = min(row + c_n, total // p * p) // p * p
+        if b_n < 16 or pe <= ps:
+            ps = pe = row
         for c in range(c_n):
-            o = a * c_n + c
-            po = o - o % p
-            if b_n < 16 or po + p > total or po % c_n + p > c_n:
+            if row + c < ps or row + c >= pe:
                 s = zero
                 for j in range(b_n):
                     s += xa[j, c]
@@ -184,9 +223,15 @@ def _colsum(x, out):
     zero = x.dtype.type(0)
     for c in range(c_n):
         out[c] = zero
-    for r in range(r_n):
+    r4 = r_n // 4 * 4
+    for r in range(0, r4, 4):  # (four rows a pass, still added one at a time in order)
+        x0, x1, x2, x3 = x[r], x[r + 1], x[r + 2], x[r + 3]
         for c in range(c_n):
-            out[c] += x[r, c]
+            out[c] = (((out[c] + x0[c]) + x1[c]) + x2[c]) + x3[c]
+    for r in range(r4, r_n):
+        xr = x[r]
+        for c in range(c_n):
+            out[c] += xr[c]
 
 
 _NAMES = ("_leaf", "_tree", "_full", "_rows", "_middle", "_colsum")
@@ -200,10 +245,9 @@ def _build(numba) -> dict:
         fns[name] = globals()[name] = jit(globals()[name])
     for dtype in (np.float32, np.float64):
         x = np.ones(4, dtype)
-        p = 32 // x.itemsize
-        fns["_full"](x, 4, 1, p, 1024 * p)
-        fns["_rows"](x, 2, 2, True, p, 1024 * p, np.zeros(2, dtype))
-        fns["_middle"](x.reshape(1, 2, 2), p, np.zeros((1, 2), dtype))
+        fns["_full"](x, 4, 1)
+        fns["_rows"](x, 2, 2, True, np.zeros(2, dtype))
+        fns["_middle"](x.reshape(1, 2, 2), np.zeros((1, 2), dtype))
         fns["_colsum"](x.reshape(2, 2), np.zeros(2, dtype))
     return fns
 

@@ -20,6 +20,8 @@ from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import eigen_reduce
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, cast
 from asyncflow.registry import (
@@ -143,6 +145,9 @@ def _mean(xp, x, axis, keep):
     count = math.prod(x.shape[i] for i in axis)
     if not count:  # 0 / 0, without NumPy's warning
         return xp.full_like(xp.sum(x, axis=axis, keepdims=keep, dtype=x.dtype), np.nan)
+    if xp is np and x.dtype in eigen_reduce.SUPPORTED:  # TF's order of additions: its bits
+        out = eigen_reduce.reduce_mean(x, axis, cpu_budget.budget())
+        return out.reshape(_reduced_shape(x.shape, axis, True)) if keep else out
     if xp is np and x.dtype.type in _MEAN_DIRECT:
         # np.mean's own steps for these dtypes (a sum in the dtype, then one division
         # by the count), without its Python layers: the GAN's loss mean over [128,1]
@@ -173,6 +178,9 @@ def _extreme(fn_name: str, identity: str):
 
 
 def _sum(xp, x, axis, keep):
+    if xp is np and x.dtype in eigen_reduce.SUPPORTED:  # TF's order of additions: its bits
+        out = eigen_reduce.reduce_sum(x, axis, cpu_budget.budget())
+        return out.reshape(_reduced_shape(x.shape, axis, True)) if keep else out
     if xp is np:  # the ufunc's reduce directly: np.sum's Python wrapper costs ~5 µs
         return np.add.reduce(x, axis=axis, dtype=x.dtype, keepdims=keep)
     return xp.sum(x, axis=axis, keepdims=keep, dtype=x.dtype)
