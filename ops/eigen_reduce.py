@@ -306,8 +306,8 @@ def _sum(x: np.ndarray, axes, threads: int, out=None, value_cost: float = 0.0) -
         np.copyto(out, _sum(x, axes, threads, None, value_cost).reshape(out.shape))
         return out
     if jit is not None and kind == "full":
-        total = jit["_full"](x.reshape(-1), extra[0], extra[1])
-        return np.asarray(total, x.dtype).reshape(out_shape)
+        total = x.dtype.type(jit["_full"](x.reshape(-1), extra[0], extra[1]))
+        return total if not out_shape else total.reshape(out_shape)
     if kind == "middle":
         return _middle(x.reshape(dims)).reshape(out_shape)
     if kind == "full":
@@ -329,7 +329,7 @@ def reduce_sum(x: np.ndarray, axes, threads: int, out: np.ndarray | None = None)
     """TF's Sum of a float16/32/64 array over `axes` (sorted, non-negative), without
     kept dims, with TF's bits for `threads` intra-op threads; into `out` (C-contiguous,
     of the result's shape) if given."""
-    if x.dtype == _BF16:  # TF sums bfloat16 in float32 (reduction_ops.h), then rounds
+    if x.itemsize == 2 and x.dtype == _BF16:  # TF sums bfloat16 in float32, then rounds
         total = _sum(x.astype(_F32), axes, threads, None, _BF16_VALUE_COST).astype(_BF16)
         if out is None:
             return total
@@ -340,7 +340,7 @@ def reduce_sum(x: np.ndarray, axes, threads: int, out: np.ndarray | None = None)
 
 def reduce_mean(x: np.ndarray, axes, threads: int) -> np.ndarray:
     """TF's Mean: the sum divided by the count (both in x's type)."""
-    if x.dtype == _BF16:  # (in float32, as TF's Mean of bfloat16)
+    if x.itemsize == 2 and x.dtype == _BF16:  # (in float32, as TF's Mean of bfloat16)
         total = _sum(x.astype(_F32), axes, threads, None, _BF16_VALUE_COST)
         count = _F32.type(x.size // max(total.size, 1))
         return np.true_divide(total, count, dtype=_F32).astype(_BF16)

@@ -148,19 +148,7 @@ def _mean(xp, x, axis, keep):
     if xp is np and x.dtype in eigen_reduce.SUPPORTED:  # TF's order of additions: its bits
         out = eigen_reduce.reduce_mean(x, axis, cpu_budget.budget())
         return out.reshape(_reduced_shape(x.shape, axis, True)) if keep else out
-    if xp is np and x.dtype.type in _MEAN_DIRECT:
-        # np.mean's own steps for these dtypes (a sum in the dtype, then one division
-        # by the count), without its Python layers: the GAN's loss mean over [128,1]
-        # took 75 us inside its step (np.mean's Python cold after the step's products)
-        # and 21 this way; alone about half np.mean's time.  The same bits as np.mean.
-        total = np.add.reduce(x, axis=axis, dtype=x.dtype, keepdims=keep)
-        if type(total) is np.ndarray:
-            return np.true_divide(total, count, out=total)
-        return total.dtype.type(total / count)
     return xp.mean(x, axis=axis, keepdims=keep)
-
-
-_MEAN_DIRECT = (np.float32, np.float64)
 
 
 def _extreme(fn_name: str, identity: str):

@@ -86,7 +86,8 @@ def test_compiled_loops_give_tfs_bits(cases):
         pytest.skip("numba is not installed")
     assert eigen_reduce._loops() is not None
     for case, x, want in cases:
-        _assert_bits(_run_direct(case, x), want, case)
+        if x.dtype in (np.float32, np.float64):  # (16-bit types keep the NumPy forms)
+            _assert_bits(_run_direct(case, x), want, case)
 
 
 def _session_cases(cases, threads):
