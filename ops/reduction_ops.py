@@ -5,6 +5,10 @@ Reductions take their axes as an int32/int64 tensor ("reduction_indices") and a
 is built (ValueError); axes that arrive at run time are checked by the kernel
 (InvalidArgumentError "Invalid reduction dimension (3 for input with 2 dimension(s)").
 
+On the CPU, float Sum and Mean (half, bfloat16, float32, float64) add in the order TF's
+Eigen kernels do (ops/eigen_reduce), so their bits are TF's, for the session's intra-op
+thread count (cpu_budget), on which a large full reduction's split depends.
+
 Invariant: Range and LinSpace have constant folders, so shape functions downstream see
 their sizes and values when every input is a constant.
 """
