@@ -345,9 +345,10 @@ def reduce_mean(x: np.ndarray, axes, threads: int) -> np.ndarray:
         count = _F32.type(x.size // max(total.size, 1))
         return np.true_divide(total, count, dtype=_F32).astype(_BF16)
     total = _sum(x, axes, threads)
-    with np.errstate(over="ignore"):  # (a count past float16's range is inf, as TF's)
-        count = x.dtype.type(x.size // max(total.size, 1))
-    return np.true_divide(total, count, dtype=x.dtype)
+    n = x.size // max(total.size, 1)
+    if x.itemsize == 2 and n >= 65520:  # (rounds past half's range: inf, as TF's cast)
+        return np.true_divide(total, x.dtype.type(np.inf), dtype=x.dtype)
+    return np.true_divide(total, x.dtype.type(n), dtype=x.dtype)
 
 
 # -- BiasAddGrad (TF's redux_functor.h) -------------------------------------------------------
