@@ -39,6 +39,8 @@ import numpy as np
 
 from asyncflow import dtypes, errors, graph, tensor_shape
 from asyncflow.deadness import Deadness
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import eigen_reduce
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_jit as _jit
 from asyncflow.ops.manip_ops import concat_axis
@@ -132,6 +134,13 @@ def _sum_into(xp, dtype, shape: tuple, target: tuple):
         lead + i for i, (t, d) in enumerate(zip(target, shape[lead:])) if t == 1 and d != 1
     )
     reduced = tuple(d for i, d in enumerate(shape) if i not in axes)
+    if xp is np and np.dtype(dtype) in eigen_reduce.SUPPORTED:
+
+        def tf_sum(g, out):  # the Sum kernel's function: TF's order of additions, its bits
+            eigen_reduce.reduce_sum(g, axes, cpu_budget.budget(), out=out.reshape(reduced))
+            return out
+
+        return tf_sum
     reduce = np.add.reduce if xp is np else xp.sum
 
     def fn(g, out):

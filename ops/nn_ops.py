@@ -17,7 +17,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import NOT_INLINE, template
-from asyncflow.ops import cnn_jit
+from asyncflow.ops import cnn_jit, eigen_reduce
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.conv_ops import _each_part, _parts
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
@@ -976,28 +976,14 @@ async def _bias_add_grad(ctx, dy):
             None, None, f"Input tensor must be at least 2D: {_shape_str(dy.shape)}"
         )
     axis = _channel_axis(ctx.attrs["data_format"], dy.ndim)
-    if (
-        axis == dy.ndim - 1
-        and dy.dtype in _BLAS_SUM_DTYPES
-        and dy.size >= 4096
-        and dy.flags.c_contiguous
-        and xp is np
-    ):
-        # ones @ dy[rows, C]: one BLAS gemv reading dy once, ~4x faster than NumPy's
-        # reduction over leading axes when C is small (and summed more accurately).
-        rows = dy.size // dy.shape[-1]
-        ones = ctx.kernel_state.get("ones")
-        if ones is None or ones.shape[0] != rows or ones.dtype != dy.dtype:
-            ones = ctx.kernel_state["ones"] = np.ones(rows, dy.dtype)
-            ones.flags.writeable = False
-        out = await ctx.compute(np.matmul, ones, dy.reshape(rows, -1))
-        return out
+    if xp is np and dy.dtype in eigen_reduce.SUPPORTED:
+        # TF's redux functors' order of additions (its bits; the rows' split into blocks
+        # depends on the intra-op thread count, as TF's)
+        nchw = axis == 1 and ctx.attrs["data_format"] == "NCHW"
+        return await ctx.compute(eigen_reduce.bias_add_grad, dy, nchw, cpu_budget.budget())
     axes = tuple(i for i in range(dy.ndim) if i != axis)
     out = await ctx.compute(xp.sum, dy, axes)
     return _as_dtype(xp, out, ctx.attrs["T"])
-
-
-_BLAS_SUM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @BiasAdd.gradient

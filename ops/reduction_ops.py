@@ -5,6 +5,10 @@ Reductions take their axes as an int32/int64 tensor ("reduction_indices") and a
 is built (ValueError); axes that arrive at run time are checked by the kernel
 (InvalidArgumentError "Invalid reduction dimension (3 for input with 2 dimension(s)").
 
+On the CPU, float Sum and Mean (half, bfloat16, float32, float64) add in the order TF's
+Eigen kernels do (ops/eigen_reduce), so their bits are TF's, for the session's intra-op
+thread count (cpu_budget), on which a large full reduction's split depends.
+
 Invariant: Range and LinSpace have constant folders, so shape functions downstream see
 their sizes and values when every input is a constant.
 """
@@ -20,6 +24,8 @@ from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import eigen_reduce
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, cast
 from asyncflow.registry import (
@@ -143,19 +149,10 @@ def _mean(xp, x, axis, keep):
     count = math.prod(x.shape[i] for i in axis)
     if not count:  # 0 / 0, without NumPy's warning
         return xp.full_like(xp.sum(x, axis=axis, keepdims=keep, dtype=x.dtype), np.nan)
-    if xp is np and x.dtype.type in _MEAN_DIRECT:
-        # np.mean's own steps for these dtypes (a sum in the dtype, then one division
-        # by the count), without its Python layers: the GAN's loss mean over [128,1]
-        # took 75 us inside its step (np.mean's Python cold after the step's products)
-        # and 21 this way; alone about half np.mean's time.  The same bits as np.mean.
-        total = np.add.reduce(x, axis=axis, dtype=x.dtype, keepdims=keep)
-        if type(total) is np.ndarray:
-            return np.true_divide(total, count, out=total)
-        return total.dtype.type(total / count)
+    if xp is np and x.dtype in eigen_reduce.SUPPORTED:  # TF's order of additions: its bits
+        out = eigen_reduce.reduce_mean(x, axis, cpu_budget.budget())
+        return out.reshape(_reduced_shape(x.shape, axis, True)) if keep else out
     return xp.mean(x, axis=axis, keepdims=keep)
-
-
-_MEAN_DIRECT = (np.float32, np.float64)
 
 
 def _extreme(fn_name: str, identity: str):
@@ -173,6 +170,9 @@ def _extreme(fn_name: str, identity: str):
 
 
 def _sum(xp, x, axis, keep):
+    if xp is np and x.dtype in eigen_reduce.SUPPORTED:  # TF's order of additions: its bits
+        out = eigen_reduce.reduce_sum(x, axis, cpu_budget.budget())
+        return out.reshape(_reduced_shape(x.shape, axis, True)) if keep else out
     if xp is np:  # the ufunc's reduce directly: np.sum's Python wrapper costs ~5 µs
         return np.add.reduce(x, axis=axis, dtype=x.dtype, keepdims=keep)
     return xp.sum(x, axis=axis, keepdims=keep, dtype=x.dtype)
