@@ -99,7 +99,7 @@ def iterator_path(env, target, fn, exc) -> str | None:
     names = _Walk(env, target, _failed_part(fn, exc), rewrites).down(root, True)
     if not names:
         return None
-    if rewrites["inject_prefetch"] and names[0] not in _ASYNC:
+    if rewrites["inject_prefetch"] and names[0].partition("[")[0] not in _ASYNC:
         names = ["Prefetch", *names]
     return "::".join(["Iterator", "Root", *names])
 

@@ -1,11 +1,10 @@
 """An error raised inside a dataset function as get_next raises it, against TF 2.21's
 recorded class and words (tests/fixtures/dataset_fn_error_words_cases.py, recorded by
 record_dataset_fn_error_words_tf.py): "Error in user-defined function passed to <op
-type>:<n> transformation with iterator: <prefix>: <cause>" (ops/dataset_pipeline.py's
-in_function).  Two parts are TF's own and not compared: <n> counts the datasets TF's
-process made before, and TF's prefix names the iterator's path from its root after
-TF's graph rewrites (map_parallelization, inject_prefetch), where ours names the failing
-stage alone ("Iterator::Root::Map")."""
+type>:<n> transformation with iterator: <path>: <cause>" (ops/dataset_pipeline.py's
+in_function), the path TF's iterator's from its root after TF's graph rewrites
+(ops/dataset_paths.py).  <n> is not compared: it counts the datasets the process made
+before, and neither TF's recording nor a test runs in a process of its own."""
 
 import json
 import pathlib
@@ -27,6 +26,8 @@ _TF_COUNT = re.compile(r"(passed to \w+):\d+ (transformation with iterator)")
 def _comparable(result):
     if result is None:
         return None
+    if result and isinstance(result[0], list):  # (a `*_errors` case: every error)
+        return [_comparable(r) for r in result]
     cls, message = result
     return [cls, _TF_COUNT.sub(r"\1:<n> \2", message)]
 
