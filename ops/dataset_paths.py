@@ -38,7 +38,7 @@ import numpy as np
 
 from asyncflow import proto_wire
 
-__all__ = ["iterator_path"]
+__all__ = ["iterator_path", "stage_path"]
 
 # Op types whose TF iterator name is not the op type less "Dataset"
 _NAMED = {
@@ -91,7 +91,9 @@ _REWRITES = {
 def iterator_path(env, target, fn, exc) -> str | None:
     """TF's iterator path ("Iterator::Root::...") of the pass `env` runs (its root:
     `env.root`) down to the stage `target`, whose function `fn` raised `exc`; None
-    where the pass has no root or a stage on the way is one these rules do not know."""
+    where the pass has no root or a stage on the way is one these rules do not know.
+    Where the pass is the part of a pipeline beneath `env.root_above` (run by an input
+    worker), the path goes on from that one, the pipeline's top above it."""
     root = getattr(env, "root", None)
     if root is None:
         return None
@@ -99,9 +101,16 @@ def iterator_path(env, target, fn, exc) -> str | None:
     names = _Walk(env, target, _failed_part(fn, exc), rewrites).down(root, True)
     if not names:
         return None
+    if env.root_above is not None:
+        return "::".join([env.root_above, *names])
     if rewrites["inject_prefetch"] and names[0].partition("[")[0] not in _ASYNC:
         names = ["Prefetch", *names]
     return "::".join(["Iterator", "Root", *names])
+
+
+def stage_path(env, stage) -> str | None:
+    """TF's iterator path of the pass `env` runs down to `stage` (no function's)."""
+    return iterator_path(env, stage, None, None)
 
 
 def _op_type(v) -> str | None:

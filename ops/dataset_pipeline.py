@@ -61,7 +61,15 @@ class Env:
     initialization, a run of `reduce`), so `random_states` holds the states of the
     random ops its functions draw from (kernel_api.random_state) for that pass."""
 
-    __slots__ = ("session", "_callers", "random_states", "map_and_batch_fusion", "root", "opened")
+    __slots__ = (
+        "session",
+        "_callers",
+        "random_states",
+        "map_and_batch_fusion",
+        "root",
+        "root_above",
+        "opened",
+    )
 
     def __init__(self, session):
         self.session = session
@@ -71,9 +79,12 @@ class Env:
         # (on) until the outermost options dataset of the pipeline says (WithOptions).
         self.map_and_batch_fusion: bool | None = None
         # For the words of a function's error only (in_function: TF's iterator path):
-        # the pass's root stage where an iterator started it, and what its stages have
-        # open: a repeat its epoch, a flat_map or interleave {slot: (index, dataset)}
+        # the pass's root stage where an iterator started it (`root_above`: the path
+        # above it where it is part of a pipeline run elsewhere, an input worker's), and
+        # what its stages have open: a repeat its epoch, a flat_map or interleave
+        # {slot: (index, dataset)}
         self.root: DatasetValue | None = None
+        self.root_above: str | None = None
         self.opened: dict = {}
 
     def open_inner(self, stage, slot: int, index: int, inner) -> None:
