@@ -98,7 +98,10 @@ def iterator_path(env, target, fn, exc) -> str | None:
     if root is None:
         return None
     rewrites = _rewrites(_options_of(root))
-    names = _Walk(env, target, _failed_part(fn, exc), rewrites).down(root, True)
+    try:
+        names = _Walk(env, target, _failed_part(fn, exc), rewrites).down(root, True)
+    except (AttributeError, TypeError, RecursionError):
+        names = None  # (a stage unlike those these rules read; a thousand stages deep)
     if not names:
         return None
     if env.root_above is not None:
@@ -114,7 +117,7 @@ def stage_path(env, stage) -> str | None:
 
 
 def _op_type(v) -> str | None:
-    made = v.__dict__.get("_built_by")
+    made = getattr(v, "__dict__", {}).get("_built_by")
     return made[0].type if made is not None else None
 
 
@@ -308,11 +311,13 @@ def _options_of(root) -> bytes:
         seen.add(id(v))
         if _op_type(v) == "OptionsDataset":
             return getattr(v, "serialized", b"")
+        attrs = getattr(v, "__dict__", {})
         for attr in ("input", "first", "second"):
-            x = v.__dict__.get(attr)
+            x = attrs.get(attr)
             if x is not None and hasattr(x, "iterate"):
                 stack.append(x)
-        stack.extend(x for x in v.__dict__.get("inputs", ()) if hasattr(x, "iterate"))
+        inputs = attrs.get("inputs", ())
+        stack.extend(x for x in inputs if hasattr(x, "iterate"))
     return b""
 
 
