@@ -45,6 +45,7 @@ _NAMED = {
     "ShuffleDataset": "Shuffle",
     "ShuffleDatasetV2": "Shuffle",
     "ShuffleDatasetV3": "Shuffle",
+    "ShuffleAndRepeatDatasetV2": "ShuffleAndRepeat",
 }
 # Stages that add no iterator of their own to TF's path
 _TRANSPARENT = frozenset({"OptionsDataset"})
@@ -228,7 +229,7 @@ class _Walk:
             below = below.input
         if self.rw["shuffle_and_repeat_fusion"] and _name(_op_type(below) or "") == "Shuffle":
             return self._above(["ShuffleAndRepeat"], below.input, top)
-        epoch = self.env.opened.get(id(v), 0)
+        epoch = self.env.opened.get(v, 0)
         kind = "ForeverRepeat" if count < 0 else "FiniteRepeat"
         return self._above([f"{kind}[{epoch}]"], below, top)
 
@@ -240,7 +241,7 @@ class _Walk:
         rest = self.down(v.input, top)
         if rest is not None:
             return [name, *rest]
-        for index, inner in dict(self.env.opened.get(id(v), {})).values():
+        for index, inner in dict(self.env.opened.get(v, {})).values():
             rest = self.down(inner, False)
             if rest is not None:
                 return [f"{name}[{index}]", *rest]

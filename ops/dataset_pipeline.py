@@ -32,6 +32,7 @@ import asyncio
 import collections
 import itertools
 import os
+import weakref
 from collections.abc import AsyncIterator, Callable
 
 import numpy as np
@@ -82,17 +83,17 @@ class Env:
         # the pass's root stage where an iterator started it (`root_above`: the path
         # above it where it is part of a pipeline run elsewhere, an input worker's), and
         # what its stages have open: a repeat its epoch, a flat_map or interleave
-        # {slot: (index, dataset)}
+        # {slot: (index, dataset)} (weak: an inner dataset's own stages come and go)
         self.root: DatasetValue | None = None
         self.root_above: str | None = None
-        self.opened: dict = {}
+        self.opened: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def open_inner(self, stage, slot: int, index: int, inner) -> None:
         """Note that `stage` (a flat_map, an interleave) iterates `inner`, the dataset
         its function made of input element `index`, in cycle `slot` (in_function)."""
-        at = self.opened.get(id(stage))
+        at = self.opened.get(stage)
         if at is None:
-            at = self.opened[id(stage)] = {}
+            at = self.opened[stage] = {}
         at[slot] = (index, inner)
 
     def caller(self, fn: Function):
@@ -1279,7 +1280,7 @@ class Repeat(_PassesFailed, DatasetValue):
     async def iterate(self, env):
         epochs = itertools.count() if self.count < 0 else range(self.count)
         for epoch in epochs:
-            produced, env.opened[id(self)] = False, epoch  # (in_function's words)
+            produced, env.opened[self] = False, epoch  # (in_function's words)
             async for elem in self.input.iterate(env):
                 produced = True
                 yield elem
@@ -1290,7 +1291,7 @@ class Repeat(_PassesFailed, DatasetValue):
         epochs = itertools.count() if self.count < 0 else range(self.count)
         for epoch in epochs:
             produced = False  # (a `Failed` too: an epoch of errors goes on to the next)
-            env.opened[id(self)] = epoch  # (in_function's words)
+            env.opened[self] = epoch  # (in_function's words)
             async for elem in _pass_of(self.input, env):
                 produced = True
                 yield elem
