@@ -806,7 +806,7 @@ class Interleave(_PassesFailed, DatasetValue):
         stream's) is that call's and the turn stays where it is."""
         source = _pass_of(self.input, env)
         slots: list = [None] * self.cycle
-        live, exhausted, i, n, k = 0, False, 0, 0, itertools.count()
+        live, exhausted, i, n = 0, False, 0, 0
         try:
             while True:
                 s = slots[i]
@@ -821,7 +821,6 @@ class Interleave(_PassesFailed, DatasetValue):
                     except StopAsyncIteration:
                         exhausted = True
                         continue
-                    index = next(k)
                     if type(elem) is Failed:
                         yield elem
                         continue
@@ -829,9 +828,7 @@ class Interleave(_PassesFailed, DatasetValue):
                         (inner,) = await self.fn(env, elem)
                     except Exception as e:
                         _raise_in_function(self.fn, "Interleave", e, env, self)
-                    env.open_inner(
-                        self, i, index if self.parallel else i, inner := _dataset_of(inner)
-                    )
+                    env.open_inner(self, i, i, inner := _dataset_of(inner))
                     s = slots[i] = _pass_of(inner, env)
                     live, n = live + 1, 0
                 try:
