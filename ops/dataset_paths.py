@@ -15,8 +15,8 @@ The rules, as TF 2.21 shows them (tests/fixtures/dataset_fn_error_words_cases.py
   inner dataset, Interleave[s] by its cycle slot, FiniteRepeat[e] by the epoch.
 - TF's default rewrites, each off where the pipeline's options turn it off
   (apply_default_optimizations false turns them all off):
-  noop_elimination: take(-1), skip(0), repeat(1) and a map whose function is the
-  identity vanish (grappler simplifies x + 0 and x * 1 to x first);
+  noop_elimination: take(-1), skip(0), repeat(1), shard(1, 0) and a map whose
+  function is the identity vanish (grappler simplifies x + 0 and x * 1 to x first);
   shuffle_and_repeat_fusion: a repeat of a shuffle is one ShuffleAndRepeat;
   map_and_batch_fusion: a batch of a map is one MapAndBatch (Batch decides, as it
   runs it);
@@ -170,6 +170,8 @@ class _Walk:
             return [_name(op)]
         if not hasattr(v, "input"):
             return None  # (a source, or a stage of several inputs these rules do not know)
+        if op == "ShardDataset" and v.n == 1 and self.rw["noop_elimination"]:
+            return self.down(v.input, top)  # (shard(1, 0))
         if op.startswith("CacheDataset"):
             if type(v).__name__ != "Cache":
                 return None  # (a cache in files: TF's name not recorded)
