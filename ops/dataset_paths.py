@@ -25,6 +25,11 @@ The rules, as TF 2.21 shows them (tests/fixtures/dataset_fn_error_words_cases.py
   functions make;
   inject_prefetch (with autotune on): a Prefetch at the top, unless the top stage is
   asynchronous (a parallel map or interleave, MapAndBatch, ParallelBatch, Prefetch).
+  The datasets a function makes (flat_map's, interleave's) take the eliminations and
+  fusions, not the last two.  A user's prefetch(0) stays; deterministic changes no name.
+- The iterator prefix is the same for a one-shot and an initializable iterator; the
+  "<op type>:<n>" part counts the datasets TF's process made, which even from a fresh
+  process is not stable where an inner dataset's iterator runs ahead (not ours to match).
 
 Stages are read by their attributes (`input`, `fn`, `count`, ...) and by the op that
 made them (`_built_by`, ops/dataset_ops.py), so this module imports no stage class;
