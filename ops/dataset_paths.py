@@ -96,25 +96,26 @@ _REWRITES = {
 
 def iterator_path(env, target, fn, exc) -> str | None:
     """TF's iterator path ("Iterator::Root::...") of the pass `env` runs (its root:
-    `env.root`) down to the stage `target`, whose function `fn` raised `exc`; None
-    where the pass has no root or a stage on the way is one these rules do not know.
-    Where the pass is the part of a pipeline beneath `env.root_above` (run by an input
-    worker), the path goes on from that one, the pipeline's top above it."""
+    `env.root`, its words above it `env.root_head`: Env.name_from) down to the stage
+    `target`, whose function `fn` raised `exc`; None where the pass has no root or a
+    stage on the way is one these rules do not know."""
     root = getattr(env, "root", None)
     if root is None:
         return None
-    rewrites = _rewrites(_options_of(root))
+    if env.root_rewrites == "none":
+        rewrites = dict.fromkeys(_REWRITES.values(), False)
+    else:
+        rewrites = _rewrites(_options_of(root))
     try:
         names = _Walk(env, target, _failed_part(fn, exc), rewrites).down(root, True)
     except (AttributeError, TypeError, RecursionError):
         names = None  # (a stage unlike those these rules read; a thousand stages deep)
     if not names:
         return None
-    if env.root_above is not None:
-        return "::".join([env.root_above, *names])
-    if rewrites["inject_prefetch"] and names[0].partition("[")[0] not in _ASYNC:
+    top = env.root_rewrites == "top"
+    if top and rewrites["inject_prefetch"] and names[0].partition("[")[0] not in _ASYNC:
         names = ["Prefetch", *names]
-    return "::".join(["Iterator", "Root", *names])
+    return "::".join([env.root_head, *names])
 
 
 def stage_path(env, stage) -> str | None:

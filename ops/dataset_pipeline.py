@@ -68,7 +68,8 @@ class Env:
         "random_states",
         "map_and_batch_fusion",
         "root",
-        "root_above",
+        "root_head",
+        "root_rewrites",
         "opened",
     )
 
@@ -80,13 +81,20 @@ class Env:
         # (on) until the outermost options dataset of the pipeline says (WithOptions).
         self.map_and_batch_fusion: bool | None = None
         # For the words of a function's error only (in_function: TF's iterator path):
-        # the pass's root stage where an iterator started it (`root_above`: the path
-        # above it where it is part of a pipeline run elsewhere, an input worker's), and
-        # what its stages have open: a repeat its epoch, a flat_map or interleave
-        # {slot: (index, dataset)} (weak: an inner dataset's own stages come and go)
+        # the pass's root stage and how TF names its path (`name_from`), and what its
+        # stages have open: a repeat its epoch, a flat_map or interleave {slot: (index,
+        # dataset)} (weak: an inner dataset's own stages come and go)
         self.root: DatasetValue | None = None
-        self.root_above: str | None = None
+        self.root_head, self.root_rewrites = "Iterator::Root", "top"
         self.opened: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def name_from(self, root, head: str = "Iterator::Root", rewrites: str = "top") -> None:
+        """Name a function's error's path from `root`, this pass's, under `head` (TF's
+        iterator's words above it): `rewrites` "top" where TF's rewrites apply and
+        `root` is the pipeline's top (inject_prefetch's place), "beneath" where they
+        apply but the top is above (an input worker's part), "none" where TF runs the
+        pipeline unoptimized (a single element's)."""
+        self.root, self.root_head, self.root_rewrites = root, head, rewrites
 
     def open_inner(self, stage, slot: int, index: int, inner) -> None:
         """Note that `stage` (a flat_map, an interleave) iterates `inner`, the dataset

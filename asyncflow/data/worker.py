@@ -216,7 +216,7 @@ class _Worker:
                     await p.adopted.wait()
             env = pl.Env(self.session)
             # (a function's error names its path from here on; the parent adds the top)
-            env.root, env.root_above = value, w.PATH_ABOVE
+            env.name_from(value, w.PATH_ABOVE, "beneath")
             stream = value.iterate(env)
             async for elem in stream:
                 elem = tuple(np.ascontiguousarray(a) for a in elem)
