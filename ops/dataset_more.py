@@ -605,6 +605,7 @@ async def _reduce(ctx, ds, *rest):
     state, captured = tuple(rest[:n]), rest[n:]
     fn = dso._function(ctx, captured)
     env = pl.Env(ctx.session)
+    env.name_from(dso._ds(ds), "ReduceIterator::Root")  # (TF's words: pl.in_function)
     async for elem in _closing(dso._ds(ds).iterate(env)):
         state = tuple(await fn(env, (*state, *elem)))
     return _out(state, ctx.attrs["output_types"])
@@ -624,7 +625,9 @@ NotDifferentiable("DatasetToSingleElement")
 
 @DatasetToSingleElement.kernel("CPU")
 async def _single(ctx, ds):
-    stream = dso._ds(ds).iterate(pl.Env(ctx.session))
+    env = pl.Env(ctx.session)
+    env.name_from(dso._ds(ds), "SingleElementIterator", "none")  # (TF's, unoptimized)
+    stream = dso._ds(ds).iterate(env)
     try:
         try:
             elem = await stream.__anext__()

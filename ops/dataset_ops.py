@@ -514,6 +514,7 @@ class IteratorResource:
 
     async def start(self, value: pl.DatasetValue, env: pl.Env) -> None:
         self.seed_states = _seed_states(value)
+        env.name_from(value)  # (its functions' errors name their path from here)
         # A map or filter on top runs tolerantly: a failed call is that element's error
         # and the pass goes on (TF's iterator gives the next element on the next call).
         tolerant = getattr(value, "iterate_tolerant", None)

@@ -32,6 +32,7 @@ import asyncio
 import collections
 import itertools
 import os
+import weakref
 from collections.abc import AsyncIterator, Callable
 
 import numpy as np
@@ -39,7 +40,7 @@ import numpy as np
 from asyncflow import errors, python_io
 from asyncflow.crc32c import crc32c_gil_free
 from asyncflow.kernel_api import parked_task, with_pass_random
-from asyncflow.ops import philox_random
+from asyncflow.ops import dataset_paths, philox_random
 
 __all__ = ["DatasetValue", "Effects", "Env", "Function"]
 
@@ -61,7 +62,16 @@ class Env:
     initialization, a run of `reduce`), so `random_states` holds the states of the
     random ops its functions draw from (kernel_api.random_state) for that pass."""
 
-    __slots__ = ("session", "_callers", "random_states", "map_and_batch_fusion")
+    __slots__ = (
+        "session",
+        "_callers",
+        "random_states",
+        "map_and_batch_fusion",
+        "root",
+        "root_head",
+        "root_rewrites",
+        "opened",
+    )
 
     def __init__(self, session):
         self.session = session
@@ -70,6 +80,29 @@ class Env:
         # TF's default tf.data optimization map_and_batch_fusion for this pass: None
         # (on) until the outermost options dataset of the pipeline says (WithOptions).
         self.map_and_batch_fusion: bool | None = None
+        # For the words of a function's error only (in_function: TF's iterator path):
+        # the pass's root stage and how TF names its path (`name_from`), and what its
+        # stages have open: a repeat its epoch, a flat_map or interleave {slot: (index,
+        # dataset)} (weak: an inner dataset's own stages come and go)
+        self.root: DatasetValue | None = None
+        self.root_head, self.root_rewrites = "Iterator::Root", "top"
+        self.opened: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def name_from(self, root, head: str = "Iterator::Root", rewrites: str = "top") -> None:
+        """Name a function's error's path from `root`, this pass's, under `head` (TF's
+        iterator's words above it): `rewrites` "top" where TF's rewrites apply and
+        `root` is the pipeline's top (inject_prefetch's place), "beneath" where they
+        apply but the top is above (an input worker's part), "none" where TF runs the
+        pipeline unoptimized (a single element's)."""
+        self.root, self.root_head, self.root_rewrites = root, head, rewrites
+
+    def open_inner(self, stage, slot: int, index: int, inner) -> None:
+        """Note that `stage` (a flat_map, an interleave) iterates `inner`, the dataset
+        its function made of input element `index`, in cycle `slot` (in_function)."""
+        at = self.opened.get(stage)
+        if at is None:
+            at = self.opened[stage] = {}
+        at[slot] = (index, inner)
 
     def caller(self, fn: Function):
         """The fast call for `fn` in this session (None: use arun)."""
@@ -440,27 +473,32 @@ class Failed:
         self.stage = stage
 
 
-def in_function(fn: Function, stage: str, exc: BaseException) -> BaseException:
-    """`exc`, raised by a call of `fn` in a `stage` pass ("Map", "Filter", ...), as
-    TF's iterator raises it: of its class, "Error in user-defined function passed to
-    <op type>:<n> transformation with iterator: Iterator::Root::<stage>: <its
+def in_function(
+    fn: Function, stage: str, exc: BaseException, env: Env, value: DatasetValue
+) -> BaseException:
+    """`exc`, raised by a call of `fn` in a pass of `value` (a `stage`: "Map",
+    "Filter", ...) as TF's iterator raises it: of its class, "Error in user-defined
+    function passed to <op type>:<n> transformation with iterator: <path>: <its
     message>", `exc` its cause; `exc` itself where `fn` has no label or `exc` is not
-    an element's error.  (TF's iterator part names the stages from the iterator's root
-    as its rewrites left them; this one names the failing stage alone.)"""
+    an element's error.  The path names the stages from the iterator's root down to
+    `value` as TF's rewrites leave them (ops/dataset_paths.py), or where it cannot
+    (no iterator started the pass, a stage it does not know) the stage alone:
+    "Iterator::Root::<stage>"."""
     if fn.label is None or not _element_error(exc):
         return exc
+    path = dataset_paths.iterator_path(env, value, fn, exc) or f"Iterator::Root::{stage}"
     worded = type(exc)(
         exc.node_def,
         exc.op,
         f"Error in user-defined function passed to {fn.label} transformation with "
-        f"iterator: Iterator::Root::{stage}: {exc.message}",
+        f"iterator: {path}: {exc.message}",
     )
     worded.__cause__ = exc
     return worded
 
 
-def _raise_in_function(fn: Function, stage: str, exc: BaseException):
-    worded = in_function(fn, stage, exc)
+def _raise_in_function(fn: Function, stage: str, exc: BaseException, env, value):
+    worded = in_function(fn, stage, exc, env, value)
     if worded is exc:
         raise exc
     raise worded from exc
@@ -545,10 +583,10 @@ class Map(DatasetValue):
                 )
             stage = "Map" if self.parallel == 1 else "ParallelMapV2"
             if tolerant and _element_error(e):
-                worded = in_function(self.fn, stage, e)
+                worded = in_function(self.fn, stage, e, env, self)
                 own = worded is not e and not self.fn.in_earlier(e)
                 return Failed(worded, self if own else None)
-            _raise_in_function(self.fn, stage, e)
+            _raise_in_function(self.fn, stage, e, env, self)
 
     async def _call_tolerant(self, env, elem, tolerant: bool):
         if type(elem) is Failed:
@@ -623,7 +661,7 @@ class Filter(DatasetValue):
             try:
                 (keep,) = await self.predicate(env, elem)
             except Exception as e:
-                _raise_in_function(self.predicate, "Filter", e)
+                _raise_in_function(self.predicate, "Filter", e, env, self)
             if np.asarray(keep).shape != ():
                 raise errors.InvalidArgumentError(
                     None, None, "Filter predicate `predicate` must return a scalar bool."
@@ -638,7 +676,7 @@ class Filter(DatasetValue):
             (keep,) = await self.predicate(env, elem)
         except Exception as e:
             if _element_error(e):
-                return Failed(in_function(self.predicate, "Filter", e))
+                return Failed(in_function(self.predicate, "Filter", e, env, self))
             raise
         if np.asarray(keep).shape != ():
             raise errors.InvalidArgumentError(
@@ -659,15 +697,19 @@ class FlatMap(_PassesFailed, DatasetValue):
         self.input, self.fn, self.inner_fails = input_value, fn, inner_fails
 
     async def iterate(self, env):
+        k = 0
         async for elem in self.input.iterate(env):
             try:
                 (inner,) = await self.fn(env, elem)
             except Exception as e:
-                _raise_in_function(self.fn, "FlatMap", e)
-            async for x in _dataset_of(inner).iterate(env):
+                _raise_in_function(self.fn, "FlatMap", e, env, self)
+            env.open_inner(self, 0, k, inner := _dataset_of(inner))
+            k += 1
+            async for x in inner.iterate(env):
                 yield x
 
     async def _tolerant(self, env):
+        k = 0
         async for elem in _pass_of(self.input, env):
             if type(elem) is Failed:
                 yield elem
@@ -675,8 +717,10 @@ class FlatMap(_PassesFailed, DatasetValue):
             try:
                 (inner,) = await self.fn(env, elem)
             except Exception as e:
-                _raise_in_function(self.fn, "FlatMap", e)
-            async for x in _pass_of(_dataset_of(inner), env):
+                _raise_in_function(self.fn, "FlatMap", e, env, self)
+            env.open_inner(self, 0, k, inner := _dataset_of(inner))
+            k += 1
+            async for x in _pass_of(inner, env):
                 yield x
 
 
@@ -713,30 +757,31 @@ class Interleave(_PassesFailed, DatasetValue):
         is refilled as it is found exhausted, and that slot's turn passes)."""
         source = _pass_of(self.input, env) if tolerant else self.input.iterate(env)
         slots: list = []
-        exhausted = False
+        exhausted, k = False, itertools.count()
 
-        async def open_next():
-            """The next input element's stream, None at the end (tolerant: a `Failed`
-            input is a stream of that one element)."""
+        async def open_next(slot: int):
+            """The next input element's stream for cycle `slot`, None at the end
+            (tolerant: a `Failed` input is a stream of that one element)."""
             nonlocal exhausted
             try:
                 elem = await source.__anext__()
             except StopAsyncIteration:
                 exhausted = True
                 return None
+            index = next(k)
             if tolerant and type(elem) is Failed:
                 return _only(elem)
             try:
                 (inner,) = await self.fn(env, elem)
             except Exception as e:
-                _raise_in_function(self.fn, "Interleave", e)
-            if not tolerant:
-                return _dataset_of(inner).iterate(env)
-            return _pass_of(_dataset_of(inner), env)
+                _raise_in_function(self.fn, "Interleave", e, env, self)
+            inner = _dataset_of(inner)  # (TF's words index a parallel one by element)
+            env.open_inner(self, slot, index if self.parallel else slot, inner)
+            return _pass_of(inner, env) if tolerant else inner.iterate(env)
 
         try:
             while len(slots) < self.cycle and not exhausted:
-                s = await open_next()
+                s = await open_next(len(slots))
                 if s is not None:
                     slots.append(s)
             i = 0
@@ -752,7 +797,7 @@ class Interleave(_PassesFailed, DatasetValue):
                     n += 1
                     yield x
                 if s is None:
-                    new = None if exhausted else await open_next()
+                    new = None if exhausted else await open_next(i)
                     if new is None:
                         slots.pop(i)
                         continue
@@ -787,8 +832,12 @@ class Interleave(_PassesFailed, DatasetValue):
                     if type(elem) is Failed:
                         yield elem
                         continue
-                    (inner,) = await self.fn(env, elem)
-                    s = slots[i] = _pass_of(_dataset_of(inner), env)
+                    try:
+                        (inner,) = await self.fn(env, elem)
+                    except Exception as e:
+                        _raise_in_function(self.fn, "Interleave", e, env, self)
+                    env.open_inner(self, i, i, inner := _dataset_of(inner))
+                    s = slots[i] = _pass_of(inner, env)
                     live, n = live + 1, 0
                 try:
                     x = await s.__anext__()
@@ -1235,8 +1284,8 @@ class Repeat(_PassesFailed, DatasetValue):
 
     async def iterate(self, env):
         epochs = itertools.count() if self.count < 0 else range(self.count)
-        for _ in epochs:
-            produced = False
+        for epoch in epochs:
+            produced, env.opened[self] = False, epoch  # (in_function's words)
             async for elem in self.input.iterate(env):
                 produced = True
                 yield elem
@@ -1245,8 +1294,9 @@ class Repeat(_PassesFailed, DatasetValue):
 
     async def _tolerant(self, env):
         epochs = itertools.count() if self.count < 0 else range(self.count)
-        for _ in epochs:
+        for epoch in epochs:
             produced = False  # (a `Failed` too: an epoch of errors goes on to the next)
+            env.opened[self] = epoch  # (in_function's words)
             async for elem in _pass_of(self.input, env):
                 produced = True
                 yield elem

@@ -1,11 +1,10 @@
 """An error raised inside a dataset function as get_next raises it, against TF 2.21's
 recorded class and words (tests/fixtures/dataset_fn_error_words_cases.py, recorded by
 record_dataset_fn_error_words_tf.py): "Error in user-defined function passed to <op
-type>:<n> transformation with iterator: <prefix>: <cause>" (ops/dataset_pipeline.py's
-in_function).  Two parts are TF's own and not compared: <n> counts the datasets TF's
-process made before, and TF's prefix names the iterator's path from its root after
-TF's graph rewrites (map_parallelization, inject_prefetch), where ours names the failing
-stage alone ("Iterator::Root::Map")."""
+type>:<n> transformation with iterator: <path>: <cause>" (ops/dataset_pipeline.py's
+in_function), the path TF's iterator's from its root after TF's graph rewrites
+(ops/dataset_paths.py).  <n> is not compared: it counts the datasets the process made
+before, and neither TF's recording nor a test runs in a process of its own."""
 
 import json
 import pathlib
@@ -21,24 +20,39 @@ sys.path.insert(0, str(FIXTURES))
 import dataset_fn_error_words_cases as cases  # noqa: E402
 
 RECORDED = json.loads((FIXTURES / "dataset_fn_error_words_tf.json").read_text())
-_TF_OWN = re.compile(r"(passed to \w+):\d+ (transformation with iterator): \S+: ")
+_TF_COUNT = re.compile(r"(passed to \w+):\d+ (transformation with iterator)")
 
 
 def _comparable(result):
     if result is None:
         return None
+    if result and isinstance(result[0], list):  # (a `*_errors` case: every error)
+        return [_comparable(r) for r in result]
     cls, message = result
-    return [cls, _TF_OWN.sub(r"\1:<n> \2: <iterator>: ", message)]
+    return [cls, _TF_COUNT.sub(r"\1:<n> \2", message)]
 
 
-@pytest.mark.parametrize("key", sorted(cases.CASES))
+# Not words: what runs differs from TF's
+_GAPS = {
+    "interleave_over_map_errors": "the plain interleave's tolerant pass ends at its "
+    "function's error, where TF's goes on to the next input element",
+}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param(k, marks=pytest.mark.xfail(reason=_GAPS[k], strict=True)) if k in _GAPS else k
+        for k in sorted(cases.CASES)
+    ],
+)
 def test_function_error_words_match_tf(key):
     with tf.Graph().as_default():
         got = cases.CASES[key](tf)
     assert _comparable(got) == _comparable(RECORDED["cases"][key])
 
 
-def test_our_words_name_the_stage_and_count_the_datasets():
+def test_our_words_count_the_datasets():
     with tf.Graph().as_default():
         cls, first = cases.CASES["map"](tf)
     with tf.Graph().as_default():
@@ -47,7 +61,7 @@ def test_our_words_name_the_stage_and_count_the_datasets():
     assert cls == "InvalidArgumentError"
     assert first == (
         f"Error in user-defined function passed to MapDataset:{n} transformation with "
-        "iterator: Iterator::Root::Map: indices = 100 is not in [0, 5)"
+        "iterator: Iterator::Root::ParallelMapV2: indices = 100 is not in [0, 5)"
     )
     m = int(re.search(r"ParallelMapDatasetV2:(\d+) ", again)[1])
     assert m >= n + 2 and "Iterator::Root::ParallelMapV2: " in again  # (range, map)

@@ -63,6 +63,7 @@ import numpy as np
 
 from asyncflow import errors
 from asyncflow.data import shm_wire as w
+from asyncflow.ops import dataset_paths
 from asyncflow.ops import dataset_pipeline as pl
 
 __all__ = ["prefetch_hook", "wait_for_workers", "worker_pids", "MODE", "STATS"]
@@ -164,15 +165,24 @@ def _subgraph(op) -> list | None:
 
 def _graph_bytes(op, ops_needed) -> bytes:
     gd = op.graph.as_graph_def()
-    names = {o.name for o in ops_needed}
+    by_name = {o.name: o for o in ops_needed}
     sub = type(gd)()
     for n in gd.node:
-        if n.name in names:
+        if n.name in by_name:
             sub.node.add().CopyFrom(n)
+            fused = getattr(by_name[n.name], "_fused_maps", ())
+            if fused:  # (the worker's map words an earlier map's error as that map's)
+                parts = [",".join(sorted(map(_node_name, p))).encode() for p in fused]
+                sub.node[-1].attr[w.FUSED_MAPS_ATTR].list.s.extend(parts)
     # The functions' bodies travel as the GraphDef's FunctionDefs (TF's form: as_graph_def
     # writes them there, and the worker's import instantiates them).
     sub.library.CopyFrom(gd.library)
     return sub.SerializeToString()
+
+
+def _node_name(op_name: str) -> str:
+    """An op's node name in its function's FunctionDef (dataset_functions' form)."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in op_name)
 
 
 def _error(cls: str, message: str) -> errors.OpError:
@@ -546,6 +556,11 @@ class RemotePrefetch(pl.DatasetValue):
     def __init__(self, local: pl.Prefetch, site: _Site):
         self.local, self.site = local, site
 
+    @property
+    def input(self):
+        """The prefetch's input (the stage an error's path names beneath it)."""
+        return self.local.input
+
     async def iterate(self, env):
         site = self.site
         site.passes += 1
@@ -555,10 +570,17 @@ class RemotePrefetch(pl.DatasetValue):
         remote = False
         if h is not None and not h.busy:
             remote = h.poll() or (MODE == "always" and await h.wait_ready())
-        source = h.elements() if remote and not h.busy else self.local.iterate(env)
+        remote = remote and not h.busy
+        source = h.elements() if remote else self.local.iterate(env)
         try:
             async for elem in source:
                 yield elem
+        except errors.OpError as e:
+            if not remote or w.PATH_ABOVE not in e.message:
+                raise
+            # (the worker named the path beneath this prefetch: this pass's own above)
+            above = dataset_paths.stage_path(env, self) or "Iterator::Root::Prefetch"
+            raise type(e)(e.node_def, e.op, e.message.replace(w.PATH_ABOVE, above, 1)) from None
         finally:
             await source.aclose()
 

@@ -38,6 +38,12 @@ ENDP = struct.Struct("<II")
 HEAD = struct.Struct("<4sIQ")
 COMP = struct.Struct("<8sII8qQQ")
 MAGIC = b"AFDS"
+# Where the worker's words of a dataset function's error put the iterator path above
+# its pipeline (TF's: from the iterator's root); the parent writes its own path there
+PATH_ABOVE = "<input worker>"
+# A map's node attr: the node names (in its function) of each earlier map Dataset.map
+# fused into its one call (the op's `_fused_maps`: their errors are those maps')
+FUSED_MAPS_ATTR = "_af_fused_maps"
 MAX_COMPONENTS = 64
 MAX_RANK = 8
 MAX_PAYLOAD = 64 << 10

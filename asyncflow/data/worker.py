@@ -113,6 +113,12 @@ class _Worker:
         g = af.Graph()
         with g.as_default():
             af.import_graph_def(graph, name="")
+        for op in g.get_operations():  # (remote.py's _graph_bytes: a map's fused maps)
+            parts = op.attrs.get(w.FUSED_MAPS_ATTR)
+            if parts:  # (its function's ops are `<op>/_f/<node>` here)
+                op._fused_maps = tuple(
+                    frozenset(f"{op.name}/_f/{n}" for n in p.decode().split(",")) for p in parts
+                )
         self.graph = g
         self.dataset = g.get_tensor_by_name(cfg["dataset"])
         if any(op.type in _SHUFFLES for op in g.get_operations()):
@@ -208,7 +214,10 @@ class _Worker:
                     p.files = None
                 if p.files is None:  # (nothing to check: read nothing before START)
                     await p.adopted.wait()
-            stream = value.iterate(pl.Env(self.session))
+            env = pl.Env(self.session)
+            # (a function's error names its path from here on; the parent adds the top)
+            env.name_from(value, w.PATH_ABOVE, "beneath")
+            stream = value.iterate(env)
             async for elem in stream:
                 elem = tuple(np.ascontiguousarray(a) for a in elem)
                 for k, a in enumerate(elem):
