@@ -12,15 +12,17 @@ takes ~120 us as four in-place ufuncs against ~370 us with numexpr 2.14 on two
 threads (its exp and tanh are scalar loops without Intel's VML), and tanh ~33 us
 against ~1.5 ms.  The old `exp(-logaddexp(0, -x))` took ~3.5 ms.
 
-Numerics: float32 tanh and sigmoid are TF's own (Eigen's functions, `tanh`,
-`_sigmoid32`): their bits, where NumPy's tanh differs from TF's in ~60% of inputs by up
-to 6 ulps, and 1 / (1 + exp(-x)) from TF's sigmoid in ~60% (TF's costs ~25 passes here
-where that formula costs four: inside the compiled loops of fused programs it is the
-cheaper one, one division).  The others equal NumPy's reference formulas to rounding:
-float64 sigmoid is 1 / (1 + exp(-x)) (exp overflowing to inf gives exactly 0, never
-nan), softplus is
-max(x, 0) + log1p(exp(-|x|)) (no overflow, exact for large |x|).  float16 computes in
-float32 and rounds once, as Eigen does for half; complex inputs use the plain formulas.
+Numerics: float32 tanh, sigmoid and exp are TF's own (Eigen's functions, `tanh`,
+`_sigmoid32`, `_exp32`; exp only where numba runs, `tf_exp`), and so is float16
+sigmoid (`_sigmoid16`, rounded after each operation): their bits, where NumPy's tanh
+differs from TF's in ~60% of inputs by up to 6 ulps, 1 / (1 + exp(-x)) from TF's
+sigmoid in ~60% (TF's costs ~25 passes here where that formula costs four: inside the
+compiled loops of fused programs it is the cheaper one, one division), and NumPy's exp
+from TF's in ~11%.  The others equal NumPy's reference formulas to rounding: float64
+sigmoid is 1 / (1 + exp(-x)) (exp overflowing to inf gives exactly 0, never nan),
+softplus is max(x, 0) + log1p(exp(-|x|)) (no overflow, exact for large |x|).  Other
+float16 functions compute in float32 and round once, as Eigen does for half; complex
+inputs use the plain formulas.
 Callers silence floating-point warnings (`_quiet`): TF yields inf and 0 silently.
 
 Large tensors (`parallel`): the same function over blocks of the flattened arrays, the
@@ -29,12 +31,17 @@ blocks shared by the threads the process's CPU budget allows (devices/cpu_budget
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 import numpy as np
 
 from asyncflow.devices import cpu_budget
 
 __all__ = [
+    "exp",
     "parallel",
+    "tf_exp",
     "sigmoid",
     "sigmoid_grad",
     "softplus",
@@ -76,6 +83,8 @@ def sigmoid(xp, x, out=None):
     """1 / (1 + exp(-x)), written into `out` when given (which may be `x` itself)."""
     if x.ndim == 0:
         return _one_element(xp, sigmoid, (x,), out)
+    if xp is np and x.dtype == np.float16:
+        return _sigmoid16(x, out)
     if x.dtype == xp.float16:
         return _widened(xp, sigmoid, (x,), out)
     if x.dtype.kind == "c":
@@ -156,6 +165,22 @@ def _sigmoid32(x, out=None):
     return res
 
 
+def _sigmoid16(x, out=None):
+    """TF's float16 sigmoid: Eigen's generic logistic function on half values, each
+    operation computed in float32 and rounded to half: e = exp(x) (TF's float32 exp,
+    `exp`, rounded), then e / (1 + e) with the sum rounded before the division (as
+    NumPy's float16 arithmetic rounds), and 1 where e is infinite.  All 65,536 half
+    inputs give TF's bits (tests/ops/test_unary_tf.py)."""
+    e = _exp32(x.astype(_F32)).astype(np.float16)
+    den = np.add(e, np.float16(1))
+    y = np.divide(e, den, out=den)
+    y[np.isinf(e)] = 1
+    if out is None:
+        return y
+    out[...] = y
+    return out
+
+
 def sigmoid_grad(xp, y, dy, out=None):
     """dy * y * (1 - y): TF's SigmoidGrad (y the Sigmoid's output); `out` may be y or dy."""
     if y.ndim == 0:
@@ -184,6 +209,92 @@ _TANH_P = tuple(_F32(v) for v in (1.394553628e-8, 2.102733560e-5, 3.520756727e-3
 _TANH_Q = tuple(
     _F32(v) for v in (8.015776984e-7, 3.326951409e-4, 2.597254514e-2, 4.673548340e-1, 1.0)
 )
+
+
+def exp(xp, x, out=None):
+    """The Exp kernel's function: float32 (and float16 through float32) TF's as its CPU
+    kernel computes it (`_exp32`, below) where `tf_exp()`, else NumPy's; other dtypes
+    and other array modules their module's exp.  `out` may be x itself."""
+    if x.ndim == 0:
+        return _one_element(xp, exp, (x,), out)
+    if xp is not np or x.dtype.kind != "f" or x.dtype.itemsize > 4 or not tf_exp():
+        return xp.exp(x, out=out)
+    if x.dtype != _F32:  # float16: float32's result rounded once, as Eigen's
+        return _widened(xp, exp, (x,), out)
+    return _exp32(x, out)
+
+
+_tf_exp: list = []
+
+
+def tf_exp() -> bool:
+    """Whether float32 Exp computes TF's function in this process: where numba can run
+    (not ASYNCFLOW_NO_NUMBA=1; decided once, without importing numba).  There a float32
+    Exp runs inside compiled loops (a lone one fused alone, ops/fused_elementwise.py) at
+    about NumPy's exp's cost; as the NumPy passes below it costs ~10x NumPy's exp, so
+    without numba Exp keeps NumPy's function (its bits differ from TF's in ~11% of
+    inputs, by up to 3 ulps: docs/tf_numerics.md)."""
+    if not _tf_exp:
+        off = os.environ.get("ASYNCFLOW_NO_NUMBA", "") not in ("", "0")
+        _tf_exp.append(not off and importlib.util.find_spec("numba") is not None)
+    return _tf_exp[0]
+
+
+# TF 2.21's float32 exp on the CPU: Eigen's exp for float as TF's x86 build runs it
+# (packets of 8, AVX, no FMA instructions), the steps of the sigmoid's exp above on x
+# itself: x clamped above at _EXP_HI, m = floor(x log2(e) + 1/2), r = x - m ln 2 in two
+# parts, p(r) = r^2 (r (r^2 P5 + P3) + (r^2 (r^2 P6 + P4) + P2)) + (r + 1), times 2^m
+# (results below 2^-126 flushed to zero, as TF's threads do), and 0 below -104.  The
+# last size % 8 elements take Eigen's scalar path, the C library's expf (here the
+# float64 exp rounded once).  Its bits equal TF's on 1.25 million inputs spread over
+# the bit patterns and normal ones, and on arrays of every length 1-40
+# (tests/ops/test_unary_tf.py holds TF's outputs for some of them).
+_EXP_HI = _F32(88.723)
+_EXP_P6 = _F32(1.37449637986719608306884765625e-3)
+_EXP_P5 = _F32(8.36894474923610687255859375e-3)
+_EXP_P4 = _F32(4.166965186595916748046875e-2)
+_EXP_P3 = _F32(0.16666518151760101318359375)
+_EXP_P2 = _F32(0.49999988079071044921875)
+
+
+def _exp32(x, out=None):
+    """TF's float32 exp (above), into `out` (which may be x) when given."""
+    res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
+    flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
+    n = flat.size
+    k = n - n % SIGMOID_PACKET
+    if k:
+        xs, ys = flat[:k], dst[:k]
+        t = np.clip(xs, _SIG_LO, _EXP_HI)  # (NaN stays NaN; below -104: 2^m is 0)
+        m = np.multiply(t, _SIG_LOG2E)
+        np.add(m, _SIG_HALF, out=m)
+        np.floor(m, out=m)
+        r = np.multiply(m, _SIG_C1)
+        np.add(r, t, out=r)
+        np.multiply(m, _SIG_C2, out=t)
+        np.add(t, r, out=r)
+        r2 = np.multiply(r, r, out=t)
+        even = np.multiply(r2, _EXP_P6, out=ys)  # (xs, which ys may be, is read: t)
+        np.add(even, _EXP_P4, out=even)
+        np.multiply(even, r2, out=even)
+        np.add(even, _EXP_P2, out=even)
+        p = np.multiply(r2, _EXP_P5)
+        np.add(p, _EXP_P3, out=p)
+        np.multiply(p, r, out=p)
+        np.add(p, even, out=p)
+        np.multiply(p, r2, out=p)
+        np.add(r, _ONE32, out=r)
+        np.add(p, r, out=p)
+        # times 2^m exactly (np.ldexp: m in [-150, 128], a result below 2^-126 is
+        # flushed to zero as the kernels run, as TF's threads flush it)
+        np.ldexp(p, m.astype(np.int32), out=ys)
+    if k < n:
+        e = np.exp(flat[k:].astype(np.float64)).astype(_F32)
+        dst[k:] = e
+    if res is not out and out is not None:
+        np.copyto(out, res)
+        return out
+    return res
 
 
 def tanh(xp, x, out=None):

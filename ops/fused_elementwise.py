@@ -172,7 +172,6 @@ ELEMENTWISE: dict[str, _Rule] = {
             "Abs": "absolute",
             "Sign": "sign",
             "Sqrt": "sqrt",
-            "Exp": "exp",
             "Expm1": "expm1",
             "Log": "log",
             "Log1p": "log1p",
@@ -188,6 +187,7 @@ ELEMENTWISE: dict[str, _Rule] = {
     "Relu": _Rule(_relu, 1, "same", (0,)),
     "Sigmoid": _Rule(lambda xp, out, x: _ew.sigmoid(xp, x, out), 1, "same", (0,)),
     "Tanh": _Rule(lambda xp, out, x: _ew.tanh(xp, x, out), 1, "same", (0,)),
+    "Exp": _Rule(lambda xp, out, x: _ew.exp(xp, x, out), 1, "same", (0,)),
     "Softplus": _Rule(lambda xp, out, x: _ew.softplus(xp, x, out), 1, "same", (0,)),
     **{
         op: _Rule(name, 2, "broadcast", (0, 1))

@@ -11,10 +11,10 @@ with the same IEEE operations in the same order as its NumPy function (no fast-m
 FMA contraction, no reassociation), so the outputs are bitwise those of the ufunc
 program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions stay
 NumPy's calls (numba's libm would round differently from NumPy's loops), except float32
-Exp, Sigmoid, Log1p and Tanh: fused_elementwise_exp and fused_elementwise_log1p are the
-functions NumPy's calls run here, fused_elementwise_tanh and fused_elementwise_sigmoid
-the Tanh and Sigmoid kernels' own (TF's functions, ops/elementwise), as inline
-functions of the loops, each checked against the kernel's before a loop uses it.  A
+Exp, Sigmoid, Log1p and Tanh: fused_elementwise_log1p is the function NumPy's call runs
+here, fused_elementwise_exp, _tanh and _sigmoid the Exp, Tanh and Sigmoid kernels' own
+(TF's functions, ops/elementwise), as inline functions of the loops, each checked
+against the kernel's before a loop uses it.  A
 program with other ones (Log, float64 Tanh) runs as compiled stages of its arithmetic
 around those calls (`_staged`, below), with the same bits.
 
@@ -84,8 +84,8 @@ _EXPRESSIONS = {
 _SELECTS = frozenset(["Select", "_SelectZero", "_SelectZeroThen"])
 # Float32 transcendental functions inside a loop, each the function the kernel's NumPy
 # calls run here (the same bits; each module checks it against them before a loop uses
-# it): Sigmoid is ops/elementwise.sigmoid (TF's, for values of a multiple of 8 elements:
-# `_inline_sigmoid`), Tanh is ops/elementwise.tanh (TF's rational function).
+# it): Sigmoid and Exp are ops/elementwise.sigmoid and .exp (TF's, for values of a
+# multiple of 8 elements), Tanh is ops/elementwise.tanh (TF's rational function).
 _INLINE32 = {
     "Sigmoid": "_sigmoid32({0})",
     "Exp": "_exp32({0})",
@@ -508,7 +508,7 @@ def compile_schedule(program, sched):
         wanted = frozenset(t for t in program.types if t in _INLINE32)
         wanted = frozenset(t for t in wanted if _CHECKS[t].verdict() is not False)
         if sched.elements % _ew.SIGMOID_PACKET:  # (TF's scalar tail: the kernel's own)
-            wanted -= {"Sigmoid"}
+            wanted -= {"Sigmoid", "Exp"}
     inline = _packing(program, _compiled(program, sched, wanted)) if wanted else None
     if inline is None or all(_CHECKS[t].verdict() for t in wanted):
         return inline or _packing(program, _compiled(program, sched, frozenset()))
@@ -639,13 +639,18 @@ def _kernel_tanh(x, out=None):
     return _ew.tanh(np, x, out)
 
 
+def _kernel_exp(x, out=None):
+    """The Exp kernel's function (TF's for float32 where numba runs, else NumPy's)."""
+    return _ew.exp(np, x, out)
+
+
 def _kernel_sigmoid(x, out=None):
     """The Sigmoid kernel's function (TF's for float32, 1 / (1 + exp(-x)) for float64)."""
     return _ew.sigmoid(np, x, out)
 
 
 _UFUNCS = {
-    "Exp": np.exp,
+    "Exp": _kernel_exp,
     "Tanh": _kernel_tanh,
     "Sigmoid": _kernel_sigmoid,
     "Log": np.log,
@@ -737,6 +742,8 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     n_loops = sum(1 for stage in stages if stage)
     f32 = program.dtype == np.float32
     passes = {"Sigmoid": 25 if f32 else 4, "Tanh": 20 if f32 else 1}
+    if f32 and _ew.tf_exp():
+        passes["Exp"] = 22
     ufunc_passes = sum(
         passes.get(t, 1)
         for t, (own, _a, slot) in zip(program.types, sched.steps)

@@ -1,7 +1,7 @@
 """Compare asyncflow's unary math ops with TF 2.21's recorded outputs (the table of
 docs/tf_numerics.md "Unary ops against TF 2.21").
 
-    /work/tfvenv/bin/python tests/fixtures/record_unary_tf.py /tmp/unary_tf.npz
+    /work/tfvenv/bin/python tests/fixtures/record_unary_tf.py --audit /tmp/unary_tf.npz
     .venv/bin/python tools/audit_unary_tf.py /tmp/unary_tf.npz
 
 Each op runs in a Session on /cpu:0 (the kernels TF1 programs reach) over the

@@ -1,0 +1,128 @@
+"""Exp (float32 and float16) and float16 Sigmoid give TF 2.21's bits (ops/elementwise:
+`_exp32`, Eigen's exp; `_sigmoid16`, Eigen's logistic function on half values): the
+functions, the ops' kernels inline and at every length (TF's scalar path for the last
+size % 8), a fused program run as NumPy's passes and as a compiled loop, and a lone Exp
+fused alone.  TF's outputs come from tests/fixtures/record_unary_tf.py."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+from jit_recording import record_compiled
+
+import asyncflow as af
+from asyncflow.devices import cpu_budget, denormal
+from asyncflow.ops import elementwise, fused_elementwise_jit, fused_updates
+
+FIXTURE = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "unary_tf.npz"
+HALVES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+TAIL16 = np.array(  # (the recorder's `tail_source(np.float16)[:17]`)
+    np.random.default_rng(40).standard_normal(40) * 4, np.float16
+)[:17]
+
+pytestmark = pytest.mark.skipif(
+    not elementwise.tf_exp(), reason="float32 Exp is NumPy's where numba cannot run"
+)
+
+
+@pytest.fixture(scope="module")
+def tf_values():
+    with np.load(FIXTURE, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def _assert_bits(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    ints = f"i{want.itemsize}"
+    bad = np.flatnonzero(got[~nan].view(ints) != want[~nan].view(ints))
+    assert bad.size == 0, f"{bad.size} values differ from TF's, first at {bad[:5]}"
+
+
+def test_the_functions_give_tfs_bits_and_write_in_place(tf_values):
+    x = tf_values["exp32_x"]
+    saved = denormal.enter()  # (as kernels run: TF's threads flush subnormal results)
+    try:
+        with np.errstate(all="ignore"):
+            _assert_bits(elementwise.exp(np, x), tf_values["exp32_y"])
+            buf = x.copy()
+            assert elementwise.exp(np, buf, out=buf) is buf
+            _assert_bits(elementwise.exp(np, HALVES), tf_values["exp16_y"])
+            _assert_bits(elementwise.sigmoid(np, HALVES), tf_values["sigmoid16_y"])
+            # NumPy's exp is not TF's, nor float32's sigmoid rounded once TF's half one
+            assert np.count_nonzero(np.exp(x) != tf_values["exp32_y"]) > x.size // 20
+            wide = elementwise.sigmoid(np, HALVES.astype(np.float32)).astype(np.float16)
+            assert np.count_nonzero(wide != tf_values["sigmoid16_y"]) > 1000
+    finally:
+        denormal.leave(saved)
+    _assert_bits(buf, tf_values["exp32_y"])
+
+
+@pytest.mark.parametrize("dtype", ["exp32", "exp16", "sigmoid16"])
+def test_the_ops_give_tfs_bits_inline_over_blocks_and_at_every_length(tf_values, dtype):
+    x = tf_values["exp32_x"] if dtype == "exp32" else HALVES
+    src = x[1000:1017] if dtype == "exp32" else TAIL16
+    want = tf_values[f"{dtype}_y"]
+    with af.Graph().as_default(), af.device("/cpu:0"):  # (TF's CPU kernel)
+        p = af.placeholder(af.float32 if dtype == "exp32" else af.float16, [None])
+        y = af.sigmoid(p) if dtype == "sigmoid16" else af.exp(p)
+        with af.Session() as sess:
+            _assert_bits(sess.run(y, {p: x}), want)
+            big = np.tile(x, 4)  # blocks on the budget's threads: whole packets each
+            _assert_bits(sess.run(y, {p: big}), np.tile(want, 4))
+            got = np.concatenate([sess.run(y, {p: src[:n]}) for n in range(1, 18)])
+            _assert_bits(got, tf_values[f"{dtype}_tails"])
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy_program", "compiled_loop"])
+def test_fused_programs_and_a_lone_exp_give_tfs_bits(tf_values, monkeypatch, compiled):
+    if compiled:
+        pytest.importorskip("numba")
+    x, want = tf_values["exp32_x"], tf_values["exp32_y"]
+    x2, want2 = x.reshape(8, -1), want.reshape(8, -1)
+    ones = np.ones_like(x2)
+    monkeypatch.setattr(fused_updates, "_DISABLED", not compiled)
+    ran = record_compiled(monkeypatch)  # per fused call: whether its compiled loop ran
+    monkeypatch.setattr(cpu_budget, "_deterministic", True)
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        p = af.placeholder(af.float32, x2.shape)
+        q = af.placeholder(af.float32, x2.shape)
+        a = af.placeholder(af.float32, x2.shape)
+        fused = af.exp(p) * q  # one program: the exp times exact ones
+        alone = af.exp(a)  # a lone node: fused alone where numba is
+        feed = {p: x2, q: ones, a: x2}
+        with af.Session() as sess:
+            first = sess.run([fused, alone], feed)
+            if compiled:
+                assert fused_elementwise_jit.wait(timeout=50)
+            ran.clear()
+            second = sess.run([fused, alone], feed)
+    assert ran == ([True, True] if compiled else [])
+    if compiled:  # (the function inside the loop, not NumPy's passes between stages)
+        assert any("_exp32" in source for source, *_ in fused_elementwise_jit._loops)
+    for got in (*first, *second):
+        _assert_bits(got, want2)
+
+
+def test_a_program_of_a_size_tf_ends_by_its_scalar_path(tf_values, monkeypatch):
+    # 8k + 5 elements: the loop leaves Exp to the kernel's function (its scalar tail)
+    pytest.importorskip("numba")
+    x = np.concatenate([tf_values["exp32_x"][:4096], tf_values["exp32_x"][1000:1005]])
+    want = np.concatenate([tf_values["exp32_y"][:4096], tf_values["exp32_tails"][10:15]])
+    monkeypatch.setattr(fused_updates, "_DISABLED", False)
+    monkeypatch.setattr(cpu_budget, "_deterministic", True)
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        p = af.placeholder(af.float32, x.shape)
+        q = af.placeholder(af.float32, x.shape)
+        y = af.exp(p * q) * q
+        with af.Session() as sess:
+            ones = np.ones_like(x)
+            first = sess.run(y, {p: x, q: ones})
+            assert fused_elementwise_jit.wait(timeout=50)
+            second = sess.run(y, {p: x, q: ones})
+    _assert_bits(first, want)
+    _assert_bits(second, want)
