@@ -190,24 +190,16 @@ def test_programs_left_to_numpy(monkeypatch):
     _same_bits(want, got)
 
 
-def _avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
-    return " avx2" in flags and " fma" in flags
-
-
-def test_inline_exp_gives_numpys_bits():
-    # fused_elementwise_exp's float32 exp against np.exp, bit for bit: the check's own
-    # inputs and 2M more bit patterns (NaN for NaN); x86 with AVX2 runs NumPy's SIMD exp.
+def test_inline_exp_gives_the_kernels_bits():
+    # fused_elementwise_exp's float32 exp against the Exp kernel's (TF's function as
+    # NumPy passes, ops/elementwise._exp32), bit for bit: the check's own inputs and 2M
+    # more bit patterns (NaN for NaN), whole packets of 8 (TF's scalar path aside).
+    from asyncflow.ops import elementwise
     from asyncflow.ops import fused_elementwise_exp as fexp
 
-    if not fexp.check():
-        if _avx2():
-            pytest.fail("NumPy's float32 exp and the compiled one differ on an AVX2 machine")
-        pytest.skip("NumPy's exp here is another loop than its AVX2/AVX-512F one")
+    if not elementwise.tf_exp():
+        pytest.skip("float32 Exp is NumPy's here")
+    assert fexp.check()
     numba = fused_updates.numba_module()
     exp32 = fexp.namespace()["_exp32"]
 
@@ -223,7 +215,7 @@ def test_inline_exp_gives_numpys_bits():
         got = np.empty_like(xs)
         loop(xs, got)
         with np.errstate(all="ignore"):
-            _same_bits([np.exp(xs)], [got])
+            _same_bits([elementwise.exp(np, xs)], [got])
 
 
 def test_sigmoid_inside_the_loops_and_without(monkeypatch):
