@@ -40,6 +40,7 @@ from asyncflow.devices import cpu_budget
 
 __all__ = [
     "exp",
+    "log",
     "parallel",
     "tf_exp",
     "sigmoid",
@@ -291,6 +292,80 @@ def _exp32(x, out=None):
     if k < n:
         e = np.exp(flat[k:].astype(np.float64)).astype(_F32)
         dst[k:] = e
+    if res is not out and out is not None:
+        np.copyto(out, res)
+        return out
+    return res
+
+
+def log(xp, x, out=None):
+    """The Log kernel's function: float32 (and float16 through float32) TF's as its CPU
+    kernel computes it (`_log32`, below) where `tf_exp()` (numba runs: the loops inline
+    it), else NumPy's; other dtypes and other array modules their module's log.  `out`
+    may be x itself."""
+    if x.ndim == 0:
+        return _one_element(xp, log, (x,), out)
+    if xp is not np or x.dtype.kind != "f" or x.dtype.itemsize > 4 or not tf_exp():
+        return xp.log(x, out=out)
+    if x.dtype != _F32:  # float16: float32's result rounded once, as Eigen's
+        return _widened(xp, log, (x,), out)
+    return _log32(x, out)
+
+
+# TF 2.21's float32 log on the CPU: Eigen's log for float as TF's x86 build runs it
+# (packets of 8, no FMA instructions): x = m 2^e with m in [1/2, 1) (frexp); where m <
+# sqrt(1/2), e - 1 and f = (m - 1) + m, else f = m - 1; then f p(f) / q(f) with p of
+# degree 2 and q of degree 3 (Horner steps of a rounded multiply and a rounded add),
+# plus e ln 2 (rounded, then added).  Negative inputs and NaN give NaN, 0 (and, as TF's
+# threads treat them, subnormal inputs) -inf, +inf +inf.  The last size % 8 elements
+# take Eigen's scalar path, the C library's logf (here the float64 log rounded once).
+# Its bits equal TF's on 1.25 million inputs spread over the bit patterns and normal
+# ones, and on arrays of every length 1-40 (tests/ops/test_unary_tf.py).
+_LOG_SQRTHF = _F32(0.707106781186547524)
+_LOG_P = (_F32(0.18256296349849254), _F32(1.0000000190281063), _F32(1.0000000190281136))
+_LOG_Q = tuple(
+    _F32(v) for v in (0.049616247954120038, 0.59923249590823520, 1.4999999999999927, 1.0)
+)
+_LOG_LN2 = _F32(0.693147180559945309417232121458)
+
+
+def _log32(x, out=None):
+    """TF's float32 log (above), into `out` (which may be x) when given."""
+    res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
+    flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
+    n = flat.size
+    k = n - n % SIGMOID_PACKET
+    if k:
+        xs, ys = flat[:k], dst[:k]
+        special = np.greater(xs, 0)  # (read before ys, which may be xs, is written)
+        np.logical_and(special, np.less(xs, np.inf), out=special)
+        np.logical_not(special, out=special)
+        if special.any():
+            s = xs[special]
+            s = np.where(s == 0, -np.inf, np.where(s == np.inf, np.inf, np.nan)).astype(_F32)
+        m, e = np.frexp(xs)
+        low = np.less(m, _LOG_SQRTHF).astype(_F32)  # (1 or 0: NumPy's where= is slow)
+        f = np.subtract(m, _ONE32, out=ys)
+        np.multiply(low, m, out=m)
+        np.add(f, m, out=f)
+        e = e.astype(_F32)
+        np.subtract(e, low, out=e)
+        p = np.multiply(f, _LOG_P[0], out=m)
+        for c in _LOG_P[1:]:
+            np.add(p, c, out=p)
+            np.multiply(p, f, out=p)  # (the last: f p(f))
+        q = np.multiply(f, _LOG_Q[0])
+        for c in _LOG_Q[1:]:
+            np.add(q, c, out=q)
+            if c is not _LOG_Q[-1]:
+                np.multiply(q, f, out=q)
+        np.divide(p, q, out=p)
+        np.multiply(e, _LOG_LN2, out=e)
+        np.add(e, p, out=ys)
+        if special.any():
+            ys[special] = s
+    if k < n:
+        dst[k:] = np.log(flat[k:].astype(np.float64)).astype(_F32)
     if res is not out and out is not None:
         np.copyto(out, res)
         return out

@@ -173,7 +173,6 @@ ELEMENTWISE: dict[str, _Rule] = {
             "Sign": "sign",
             "Sqrt": "sqrt",
             "Expm1": "expm1",
-            "Log": "log",
             "Log1p": "log1p",
             "Sin": "sin",
             "Cos": "cos",
@@ -188,6 +187,7 @@ ELEMENTWISE: dict[str, _Rule] = {
     "Sigmoid": _Rule(lambda xp, out, x: _ew.sigmoid(xp, x, out), 1, "same", (0,)),
     "Tanh": _Rule(lambda xp, out, x: _ew.tanh(xp, x, out), 1, "same", (0,)),
     "Exp": _Rule(lambda xp, out, x: _ew.exp(xp, x, out), 1, "same", (0,)),
+    "Log": _Rule(lambda xp, out, x: _ew.log(xp, x, out), 1, "same", (0,)),
     "Softplus": _Rule(lambda xp, out, x: _ew.softplus(xp, x, out), 1, "same", (0,)),
     **{
         op: _Rule(name, 2, "broadcast", (0, 1))
@@ -630,6 +630,7 @@ _ALONE = {
     "Sigmoid": (_F32,),
     "Tanh": (_F32,),
     "Exp": (_F32,),
+    "Log": (_F32,),
     "Log1p": (_F32,),
     "SigmoidGrad": (_F32, _F64),
     "TanhGrad": (_F32, _F64),

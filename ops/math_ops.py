@@ -661,7 +661,7 @@ Rsqrt = _unary_op("Rsqrt", lambda xp, x: xp.reciprocal(xp.sqrt(x)), _FLOAT_OR_CO
 # float32 (and half) as TF's CPU kernel computes it where numba runs: ops/elementwise.exp
 Exp = _unary_op("Exp", lambda xp, x: _ew.exp(xp, xp.asarray(x)), _FLOAT_OR_COMPLEX, _ew.exp)
 Expm1 = _unary_op("Expm1", lambda xp, x: xp.expm1(x), _FLOAT_OR_COMPLEX, _ew.ufunc("expm1"))
-Log = _unary_op("Log", lambda xp, x: xp.log(x), _FLOAT_OR_COMPLEX, _ew.ufunc("log"))
+Log = _unary_op("Log", lambda xp, x: _ew.log(xp, xp.asarray(x)), _FLOAT_OR_COMPLEX, _ew.log)
 Log1p = _unary_op("Log1p", lambda xp, x: xp.log1p(x), _FLOAT_OR_COMPLEX, _ew.ufunc("log1p"))
 Sin = _unary_op("Sin", lambda xp, x: xp.sin(x), _FLOAT_OR_COMPLEX)
 Cos = _unary_op("Cos", lambda xp, x: xp.cos(x), _FLOAT_OR_COMPLEX)

@@ -1,8 +1,9 @@
-"""Exp (float32 and float16) and float16 Sigmoid give TF 2.21's bits (ops/elementwise:
-`_exp32`, Eigen's exp; `_sigmoid16`, Eigen's logistic function on half values): the
-functions, the ops' kernels inline and at every length (TF's scalar path for the last
-size % 8), a fused program run as NumPy's passes and as a compiled loop, and a lone Exp
-fused alone.  TF's outputs come from tests/fixtures/record_unary_tf.py."""
+"""Exp and Log (float32 and float16) and float16 Sigmoid give TF 2.21's bits
+(ops/elementwise: `_exp32` and `_log32`, Eigen's functions; `_sigmoid16`, Eigen's
+logistic function on half values): the functions, the ops' kernels inline and at every
+length (TF's scalar path for the last size % 8), a fused program run as NumPy's passes
+and as a compiled loop, and a lone Exp or Log fused alone.  TF's outputs come from
+tests/fixtures/record_unary_tf.py."""
 
 from __future__ import annotations
 
@@ -48,41 +49,47 @@ def test_the_functions_give_tfs_bits_and_write_in_place(tf_values):
     saved = denormal.enter()  # (as kernels run: TF's threads flush subnormal results)
     try:
         with np.errstate(all="ignore"):
-            _assert_bits(elementwise.exp(np, x), tf_values["exp32_y"])
-            buf = x.copy()
-            assert elementwise.exp(np, buf, out=buf) is buf
-            _assert_bits(elementwise.exp(np, HALVES), tf_values["exp16_y"])
+            for name in ("exp", "log"):
+                fn, want = getattr(elementwise, name), tf_values[f"{name}32_y"]
+                _assert_bits(fn(np, x), want)
+                buf = x.copy()
+                assert fn(np, buf, out=buf) is buf
+                _assert_bits(buf, want)
+                _assert_bits(fn(np, HALVES), tf_values[f"{name}16_y"])
+                # NumPy's functions are not TF's
+                assert np.count_nonzero(getattr(np, name)(x) != want) > x.size // 20
             _assert_bits(elementwise.sigmoid(np, HALVES), tf_values["sigmoid16_y"])
-            # NumPy's exp is not TF's, nor float32's sigmoid rounded once TF's half one
-            assert np.count_nonzero(np.exp(x) != tf_values["exp32_y"]) > x.size // 20
+            # nor float32's sigmoid rounded once TF's half one
             wide = elementwise.sigmoid(np, HALVES.astype(np.float32)).astype(np.float16)
             assert np.count_nonzero(wide != tf_values["sigmoid16_y"]) > 1000
     finally:
         denormal.leave(saved)
-    _assert_bits(buf, tf_values["exp32_y"])
 
 
-@pytest.mark.parametrize("dtype", ["exp32", "exp16", "sigmoid16"])
-def test_the_ops_give_tfs_bits_inline_over_blocks_and_at_every_length(tf_values, dtype):
-    x = tf_values["exp32_x"] if dtype == "exp32" else HALVES
-    src = x[1000:1017] if dtype == "exp32" else TAIL16
-    want = tf_values[f"{dtype}_y"]
+@pytest.mark.parametrize("key", ["exp32", "exp16", "log32", "log16", "sigmoid16"])
+def test_the_ops_give_tfs_bits_inline_over_blocks_and_at_every_length(tf_values, key):
+    f32 = key.endswith("32")
+    x = tf_values["exp32_x"] if f32 else HALVES
+    src = x[1000:1017] if f32 else TAIL16
+    want = tf_values[f"{key}_y"]
     with af.Graph().as_default(), af.device("/cpu:0"):  # (TF's CPU kernel)
-        p = af.placeholder(af.float32 if dtype == "exp32" else af.float16, [None])
-        y = af.sigmoid(p) if dtype == "sigmoid16" else af.exp(p)
+        p = af.placeholder(af.float32 if f32 else af.float16, [None])
+        y = getattr(af, key[:-2])(p)
         with af.Session() as sess:
             _assert_bits(sess.run(y, {p: x}), want)
             big = np.tile(x, 4)  # blocks on the budget's threads: whole packets each
             _assert_bits(sess.run(y, {p: big}), np.tile(want, 4))
             got = np.concatenate([sess.run(y, {p: src[:n]}) for n in range(1, 18)])
-            _assert_bits(got, tf_values[f"{dtype}_tails"])
+            _assert_bits(got, tf_values[f"{key}_tails"])
 
 
+@pytest.mark.parametrize("name", ["exp", "log"])
 @pytest.mark.parametrize("compiled", [False, True], ids=["numpy_program", "compiled_loop"])
-def test_fused_programs_and_a_lone_exp_give_tfs_bits(tf_values, monkeypatch, compiled):
+def test_fused_programs_and_a_lone_op_give_tfs_bits(tf_values, monkeypatch, compiled, name):
     if compiled:
         pytest.importorskip("numba")
-    x, want = tf_values["exp32_x"], tf_values["exp32_y"]
+    x, want = tf_values["exp32_x"], tf_values[f"{name}32_y"]
+    op = getattr(af, name)
     x2, want2 = x.reshape(8, -1), want.reshape(8, -1)
     ones = np.ones_like(x2)
     monkeypatch.setattr(fused_updates, "_DISABLED", not compiled)
@@ -92,8 +99,8 @@ def test_fused_programs_and_a_lone_exp_give_tfs_bits(tf_values, monkeypatch, com
         p = af.placeholder(af.float32, x2.shape)
         q = af.placeholder(af.float32, x2.shape)
         a = af.placeholder(af.float32, x2.shape)
-        fused = af.exp(p) * q  # one program: the exp times exact ones
-        alone = af.exp(a)  # a lone node: fused alone where numba is
+        fused = op(p) * q  # one program: the function times exact ones
+        alone = op(a)  # a lone node: fused alone where numba is
         feed = {p: x2, q: ones, a: x2}
         with af.Session() as sess:
             first = sess.run([fused, alone], feed)
@@ -103,22 +110,24 @@ def test_fused_programs_and_a_lone_exp_give_tfs_bits(tf_values, monkeypatch, com
             second = sess.run([fused, alone], feed)
     assert ran == ([True, True] if compiled else [])
     if compiled:  # (the function inside the loop, not NumPy's passes between stages)
-        assert any("_exp32" in source for source, *_ in fused_elementwise_jit._loops)
+        assert any(f"_{name}32" in source for source, *_ in fused_elementwise_jit._loops)
     for got in (*first, *second):
         _assert_bits(got, want2)
 
 
-def test_a_program_of_a_size_tf_ends_by_its_scalar_path(tf_values, monkeypatch):
-    # 8k + 5 elements: the loop leaves Exp to the kernel's function (its scalar tail)
+@pytest.mark.parametrize("name", ["exp", "log"])
+def test_a_program_of_a_size_tf_ends_by_its_scalar_path(tf_values, monkeypatch, name):
+    # 8k + 5 elements: the loop leaves the function to the kernel's (its scalar tail)
     pytest.importorskip("numba")
     x = np.concatenate([tf_values["exp32_x"][:4096], tf_values["exp32_x"][1000:1005]])
-    want = np.concatenate([tf_values["exp32_y"][:4096], tf_values["exp32_tails"][10:15]])
+    y32, tails = tf_values[f"{name}32_y"], tf_values[f"{name}32_tails"]
+    want = np.concatenate([y32[:4096], tails[10:15]])
     monkeypatch.setattr(fused_updates, "_DISABLED", False)
     monkeypatch.setattr(cpu_budget, "_deterministic", True)
     with af.Graph().as_default(), af.device("/cpu:0"):
         p = af.placeholder(af.float32, x.shape)
         q = af.placeholder(af.float32, x.shape)
-        y = af.exp(p * q) * q
+        y = getattr(af, name)(p * q) * q
         with af.Session() as sess:
             ones = np.ones_like(x)
             first = sess.run(y, {p: x, q: ones})
