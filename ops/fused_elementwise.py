@@ -632,6 +632,7 @@ _ALONE = {
     "Exp": (_F32,),
     "Log": (_F32,),
     "Log1p": (_F32,),
+    "Softplus": (_F32,),
     "SigmoidGrad": (_F32, _F64),
     "TanhGrad": (_F32, _F64),
     "SquaredDifference": (_F32, _F64),

@@ -11,10 +11,11 @@ with the same IEEE operations in the same order as its NumPy function (no fast-m
 FMA contraction, no reassociation), so the outputs are bitwise those of the ufunc
 program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions stay
 NumPy's calls (numba's libm would round differently from NumPy's loops), except float32
-Exp, Log, Sigmoid, Log1p and Tanh: fused_elementwise_log1p is the function NumPy's call
-runs here, fused_elementwise_exp, _log, _tanh and _sigmoid the Exp, Log, Tanh and
-Sigmoid kernels' own (TF's functions, ops/elementwise), as inline functions of the
-loops, each checked against the kernel's before a loop uses it.  A
+Exp, Log, Sigmoid, Softplus, Log1p and Tanh: fused_elementwise_log1p is the function
+NumPy's call runs here, fused_elementwise_exp, _log, _tanh, _sigmoid and _softplus the
+Exp, Log, Tanh, Sigmoid and Softplus kernels' own (TF's functions, ops/elementwise), as
+inline functions of the loops, each checked against the kernel's before a loop uses
+it.  A
 program with other ones (Log, float64 Tanh) runs as compiled stages of its arithmetic
 around those calls (`_staged`, below), with the same bits.
 
@@ -43,6 +44,7 @@ from asyncflow.ops import fused_elementwise_exp as _exp
 from asyncflow.ops import fused_elementwise_log as _log
 from asyncflow.ops import fused_elementwise_log1p as _log1p
 from asyncflow.ops import fused_elementwise_sigmoid as _sigmoid
+from asyncflow.ops import fused_elementwise_softplus as _softplus
 from asyncflow.ops import fused_elementwise_tanh as _tanh
 from asyncflow.ops import fused_updates, jit_cache, jit_fork
 
@@ -93,6 +95,7 @@ _INLINE32 = {
     "Log": "_log32({0})",
     "Log1p": "_log1p32({0})",
     "Tanh": "_tanh32({0})",
+    "Softplus": "_softplus32({0})",
 }
 _CHECKS = {  # type -> module
     "Sigmoid": _sigmoid,
@@ -100,6 +103,7 @@ _CHECKS = {  # type -> module
     "Log": _log,
     "Log1p": _log1p,
     "Tanh": _tanh,
+    "Softplus": _softplus,
 }
 _NAMES = (  # source names
     ("_exp32", _exp),
@@ -107,6 +111,7 @@ _NAMES = (  # source names
     ("_log1p32", _log1p),
     ("_tanh32", _tanh),
     ("_sigmoid32", _sigmoid),
+    ("_softplus32", _softplus),
 )
 
 
@@ -517,7 +522,7 @@ def compile_schedule(program, sched):
         wanted = frozenset(t for t in program.types if t in _INLINE32)
         wanted = frozenset(t for t in wanted if _CHECKS[t].verdict() is not False)
         if sched.elements % _ew.SIGMOID_PACKET:  # (TF's scalar tail: the kernel's own)
-            wanted -= {"Sigmoid", "Exp", "Log"}
+            wanted -= {"Sigmoid", "Exp", "Log", "Softplus"}
     inline = _packing(program, _compiled(program, sched, wanted)) if wanted else None
     if inline is None or all(_CHECKS[t].verdict() for t in wanted):
         return inline or _packing(program, _compiled(program, sched, frozenset()))
@@ -658,6 +663,11 @@ def _kernel_log(x, out=None):
     return _ew.log(np, x, out)
 
 
+def _kernel_softplus(x, out=None):
+    """The Softplus kernel's function (TF's where numba runs, else NumPy's formula)."""
+    return _ew.softplus(np, x, out)
+
+
 def _kernel_sigmoid(x, out=None):
     """The Sigmoid kernel's function (TF's for float32, 1 / (1 + exp(-x)) for float64)."""
     return _ew.sigmoid(np, x, out)
@@ -669,6 +679,7 @@ _UFUNCS = {
     "Sigmoid": _kernel_sigmoid,
     "Log": _kernel_log,
     "Log1p": np.log1p,
+    "Softplus": _kernel_softplus,
 }
 
 
@@ -757,7 +768,9 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     f32 = program.dtype == np.float32
     passes = {"Sigmoid": 25 if f32 else 4, "Tanh": 20 if f32 else 1}
     if f32 and _ew.tf_exp():
-        passes["Exp"], passes["Log"] = 22, 25
+        passes.update(Exp=22, Log=25, Softplus=55)
+    else:
+        passes["Softplus"] = 6
     ufunc_passes = sum(
         passes.get(t, 1)
         for t, (own, _a, slot) in zip(program.types, sched.steps)

@@ -1,8 +1,9 @@
-"""Exp and Log (float32 and float16) and float16 Sigmoid give TF 2.21's bits
-(ops/elementwise: `_exp32` and `_log32`, Eigen's functions; `_sigmoid16`, Eigen's
-logistic function on half values): the functions, the ops' kernels inline and at every
-length (TF's scalar path for the last size % 8), a fused program run as NumPy's passes
-and as a compiled loop, and a lone Exp or Log fused alone.  TF's outputs come from
+"""Exp, Log and Softplus (float32 and float16) and float16 Sigmoid give TF 2.21's bits
+(ops/elementwise: `_exp32` and `_log32`, Eigen's functions; `_softplus_tf`, TF's
+functor; `_sigmoid16`, Eigen's logistic function on half values): the functions, the
+ops' kernels inline and at every length (TF's scalar path for the last size % 8), a
+fused program run as NumPy's passes and as a compiled loop, and a lone op fused alone.
+TF's outputs come from
 tests/fixtures/record_unary_tf.py."""
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ HALVES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
 TAIL16 = np.array(  # (the recorder's `tail_source(np.float16)[:17]`)
     np.random.default_rng(40).standard_normal(40) * 4, np.float16
 )[:17]
+
+OPS = {"exp": af.exp, "log": af.log, "softplus": af.nn.softplus, "sigmoid": af.sigmoid}
 
 pytestmark = pytest.mark.skipif(
     not elementwise.tf_exp(), reason="float32 Exp is NumPy's where numba cannot run"
@@ -49,7 +52,7 @@ def test_the_functions_give_tfs_bits_and_write_in_place(tf_values):
     saved = denormal.enter()  # (as kernels run: TF's threads flush subnormal results)
     try:
         with np.errstate(all="ignore"):
-            for name in ("exp", "log"):
+            for name in ("exp", "log", "softplus"):
                 fn, want = getattr(elementwise, name), tf_values[f"{name}32_y"]
                 _assert_bits(fn(np, x), want)
                 buf = x.copy()
@@ -57,7 +60,8 @@ def test_the_functions_give_tfs_bits_and_write_in_place(tf_values):
                 _assert_bits(buf, want)
                 _assert_bits(fn(np, HALVES), tf_values[f"{name}16_y"])
                 # NumPy's functions are not TF's
-                assert np.count_nonzero(getattr(np, name)(x) != want) > x.size // 20
+                plain = np.logaddexp(0, x) if name == "softplus" else getattr(np, name)(x)
+                assert np.count_nonzero(plain != want) > x.size // 20
             _assert_bits(elementwise.sigmoid(np, HALVES), tf_values["sigmoid16_y"])
             # nor float32's sigmoid rounded once TF's half one
             wide = elementwise.sigmoid(np, HALVES.astype(np.float32)).astype(np.float16)
@@ -66,7 +70,9 @@ def test_the_functions_give_tfs_bits_and_write_in_place(tf_values):
         denormal.leave(saved)
 
 
-@pytest.mark.parametrize("key", ["exp32", "exp16", "log32", "log16", "sigmoid16"])
+@pytest.mark.parametrize(
+    "key", ["exp32", "exp16", "log32", "log16", "softplus32", "softplus16", "sigmoid16"]
+)
 def test_the_ops_give_tfs_bits_inline_over_blocks_and_at_every_length(tf_values, key):
     f32 = key.endswith("32")
     x = tf_values["exp32_x"] if f32 else HALVES
@@ -74,7 +80,7 @@ def test_the_ops_give_tfs_bits_inline_over_blocks_and_at_every_length(tf_values,
     want = tf_values[f"{key}_y"]
     with af.Graph().as_default(), af.device("/cpu:0"):  # (TF's CPU kernel)
         p = af.placeholder(af.float32 if f32 else af.float16, [None])
-        y = getattr(af, key[:-2])(p)
+        y = OPS[key[:-2]](p)
         with af.Session() as sess:
             _assert_bits(sess.run(y, {p: x}), want)
             big = np.tile(x, 4)  # blocks on the budget's threads: whole packets each
@@ -83,14 +89,13 @@ def test_the_ops_give_tfs_bits_inline_over_blocks_and_at_every_length(tf_values,
             _assert_bits(got, tf_values[f"{key}_tails"])
 
 
-@pytest.mark.parametrize("name", ["exp", "log"])
 @pytest.mark.parametrize("compiled", [False, True], ids=["numpy_program", "compiled_loop"])
-def test_fused_programs_and_a_lone_op_give_tfs_bits(tf_values, monkeypatch, compiled, name):
+def test_fused_programs_and_a_lone_op_give_tfs_bits(tf_values, monkeypatch, compiled):
     if compiled:
         pytest.importorskip("numba")
-    x, want = tf_values["exp32_x"], tf_values[f"{name}32_y"]
-    op = getattr(af, name)
-    x2, want2 = x.reshape(8, -1), want.reshape(8, -1)
+    names = ("exp", "log", "softplus")
+    x = tf_values["exp32_x"]
+    x2 = x.reshape(8, -1)
     ones = np.ones_like(x2)
     monkeypatch.setattr(fused_updates, "_DISABLED", not compiled)
     ran = record_compiled(monkeypatch)  # per fused call: whether its compiled loop ran
@@ -99,23 +104,26 @@ def test_fused_programs_and_a_lone_op_give_tfs_bits(tf_values, monkeypatch, comp
         p = af.placeholder(af.float32, x2.shape)
         q = af.placeholder(af.float32, x2.shape)
         a = af.placeholder(af.float32, x2.shape)
-        fused = op(p) * q  # one program: the function times exact ones
-        alone = op(a)  # a lone node: fused alone where numba is
+        # one program: each function times exact ones; a lone Exp fused alone
+        fetches = [OPS[name](p) * q for name in names] + [af.exp(a)]
         feed = {p: x2, q: ones, a: x2}
         with af.Session() as sess:
-            first = sess.run([fused, alone], feed)
+            first = sess.run(fetches, feed)
             if compiled:
                 assert fused_elementwise_jit.wait(timeout=50)
             ran.clear()
-            second = sess.run([fused, alone], feed)
-    assert ran == ([True, True] if compiled else [])
-    if compiled:  # (the function inside the loop, not NumPy's passes between stages)
-        assert any(f"_{name}32" in source for source, *_ in fused_elementwise_jit._loops)
-    for got in (*first, *second):
-        _assert_bits(got, want2)
+            second = sess.run(fetches, feed)
+    assert (ran and all(ran)) if compiled else ran == []
+    if compiled:  # (the functions inside the loops, not NumPy's passes between stages)
+        sources = [source for source, *_ in fused_elementwise_jit._loops]
+        for name in names:
+            assert any(f"_{name}32" in source for source in sources)
+    for got in (first, second):
+        for name, y in zip((*names, "exp"), got):
+            _assert_bits(y, tf_values[f"{name}32_y"].reshape(8, -1))
 
 
-@pytest.mark.parametrize("name", ["exp", "log"])
+@pytest.mark.parametrize("name", ["exp", "log", "softplus"])
 def test_a_program_of_a_size_tf_ends_by_its_scalar_path(tf_values, monkeypatch, name):
     # 8k + 5 elements: the loop leaves the function to the kernel's (its scalar tail)
     pytest.importorskip("numba")
@@ -127,7 +135,7 @@ def test_a_program_of_a_size_tf_ends_by_its_scalar_path(tf_values, monkeypatch, 
     with af.Graph().as_default(), af.device("/cpu:0"):
         p = af.placeholder(af.float32, x.shape)
         q = af.placeholder(af.float32, x.shape)
-        y = getattr(af, name)(p * q) * q
+        y = OPS[name](p * q) * q
         with af.Session() as sess:
             ones = np.ones_like(x)
             first = sess.run(y, {p: x, q: ones})
