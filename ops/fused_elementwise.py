@@ -173,7 +173,6 @@ ELEMENTWISE: dict[str, _Rule] = {
             "Sign": "sign",
             "Sqrt": "sqrt",
             "Expm1": "expm1",
-            "Log1p": "log1p",
             "Sin": "sin",
             "Cos": "cos",
             "Reciprocal": "reciprocal",
@@ -188,6 +187,7 @@ ELEMENTWISE: dict[str, _Rule] = {
     "Tanh": _Rule(lambda xp, out, x: _ew.tanh(xp, x, out), 1, "same", (0,)),
     "Exp": _Rule(lambda xp, out, x: _ew.exp(xp, x, out), 1, "same", (0,)),
     "Log": _Rule(lambda xp, out, x: _ew.log(xp, x, out), 1, "same", (0,)),
+    "Log1p": _Rule(lambda xp, out, x: _ew.log1p(xp, x, out), 1, "same", (0,)),
     "Softplus": _Rule(lambda xp, out, x: _ew.softplus(xp, x, out), 1, "same", (0,)),
     **{
         op: _Rule(name, 2, "broadcast", (0, 1))

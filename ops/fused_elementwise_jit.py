@@ -11,10 +11,9 @@ with the same IEEE operations in the same order as its NumPy function (no fast-m
 FMA contraction, no reassociation), so the outputs are bitwise those of the ufunc
 program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions stay
 NumPy's calls (numba's libm would round differently from NumPy's loops), except float32
-Exp, Log, Sigmoid, Softplus, Log1p and Tanh: fused_elementwise_log1p is the function
-NumPy's call runs here, fused_elementwise_exp, _log, _tanh, _sigmoid and _softplus the
-Exp, Log, Tanh, Sigmoid and Softplus kernels' own (TF's functions, ops/elementwise), as
-inline functions of the loops, each checked against the kernel's before a loop uses
+Exp, Log, Log1p, Sigmoid, Softplus and Tanh: fused_elementwise_exp, _log, _log1p,
+_tanh, _sigmoid and _softplus are those kernels' own functions (TF's, ops/elementwise),
+as inline functions of the loops, each checked against the kernel's before a loop uses
 it.  A
 program with other ones (Log, float64 Tanh) runs as compiled stages of its arithmetic
 around those calls (`_staged`, below), with the same bits.
@@ -87,8 +86,8 @@ _EXPRESSIONS = {
 _SELECTS = frozenset(["Select", "_SelectZero", "_SelectZeroThen"])
 # Float32 transcendental functions inside a loop, each the function the kernel's NumPy
 # calls run here (the same bits; each module checks it against them before a loop uses
-# it): Sigmoid, Exp and Log are ops/elementwise.sigmoid, .exp and .log (TF's, for values
-# of a multiple of 8 elements), Tanh is ops/elementwise.tanh (TF's rational function).
+# it): Sigmoid, Exp, Log, Log1p and Softplus are ops/elementwise's (TF's, for values of a
+# multiple of 8 elements), Tanh is ops/elementwise.tanh (TF's rational function).
 _INLINE32 = {
     "Sigmoid": "_sigmoid32({0})",
     "Exp": "_exp32({0})",
@@ -522,7 +521,7 @@ def compile_schedule(program, sched):
         wanted = frozenset(t for t in program.types if t in _INLINE32)
         wanted = frozenset(t for t in wanted if _CHECKS[t].verdict() is not False)
         if sched.elements % _ew.SIGMOID_PACKET:  # (TF's scalar tail: the kernel's own)
-            wanted -= {"Sigmoid", "Exp", "Log", "Softplus"}
+            wanted -= {"Sigmoid", "Exp", "Log", "Log1p", "Softplus"}
     inline = _packing(program, _compiled(program, sched, wanted)) if wanted else None
     if inline is None or all(_CHECKS[t].verdict() for t in wanted):
         return inline or _packing(program, _compiled(program, sched, frozenset()))
@@ -663,6 +662,11 @@ def _kernel_log(x, out=None):
     return _ew.log(np, x, out)
 
 
+def _kernel_log1p(x, out=None):
+    """The Log1p kernel's function (TF's for float32 where numba runs, else NumPy's)."""
+    return _ew.log1p(np, x, out)
+
+
 def _kernel_softplus(x, out=None):
     """The Softplus kernel's function (TF's where numba runs, else NumPy's formula)."""
     return _ew.softplus(np, x, out)
@@ -678,7 +682,7 @@ _UFUNCS = {
     "Tanh": _kernel_tanh,
     "Sigmoid": _kernel_sigmoid,
     "Log": _kernel_log,
-    "Log1p": np.log1p,
+    "Log1p": _kernel_log1p,
     "Softplus": _kernel_softplus,
 }
 
@@ -768,7 +772,7 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     f32 = program.dtype == np.float32
     passes = {"Sigmoid": 25 if f32 else 4, "Tanh": 20 if f32 else 1}
     if f32 and _ew.tf_exp():
-        passes.update(Exp=22, Log=25, Softplus=55)
+        passes.update(Exp=22, Log=25, Log1p=31, Softplus=55)
     else:
         passes["Softplus"] = 6
     ufunc_passes = sum(
