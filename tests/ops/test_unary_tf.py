@@ -153,3 +153,27 @@ def test_a_program_of_a_size_tf_ends_by_its_scalar_path(tf_values, monkeypatch, 
             second = sess.run(y, {p: x, q: ones})
     _assert_bits(first, want)
     _assert_bits(second, want)
+
+
+def test_elu_and_selu_are_tfs_exp_minus_one(tf_values):
+    # TF's functors: (x < 0).select(exp(x) - 1, x), Selu's scaled, on TF's exp (the
+    # audit of docs/tf_numerics.md found them TF's bit for bit on 1.3 million inputs)
+    x, e = tf_values["exp32_x"], tf_values["exp32_y"]
+    f = np.float32
+    saved = denormal.enter()  # (as TF's threads: subnormals read and written as 0)
+    try:
+        with np.errstate(all="ignore"):
+            neg = x < 0
+            elu = np.where(neg, e - f(1), x)
+            scale = f(1.0507009873554804934193349852946)
+            scale_alpha = f(1.7580993408473768599402175208123)
+            selu = np.where(neg, scale_alpha * (e - f(1)), scale * x)
+    finally:
+        denormal.leave(saved)
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        p = af.placeholder(af.float32, [None])
+        ys = [af.nn.elu(p), af.nn.selu(p)]
+        with af.Session() as sess:
+            got = sess.run(ys, {p: x})
+    _assert_bits(got[0], elu)
+    _assert_bits(got[1], selu)
