@@ -12,15 +12,17 @@ takes ~120 us as four in-place ufuncs against ~370 us with numexpr 2.14 on two
 threads (its exp and tanh are scalar loops without Intel's VML), and tanh ~33 us
 against ~1.5 ms.  The old `exp(-logaddexp(0, -x))` took ~3.5 ms.
 
-Numerics: float32 tanh and sigmoid are TF's own (Eigen's functions, `tanh`,
-`_sigmoid32`): their bits, where NumPy's tanh differs from TF's in ~60% of inputs by up
-to 6 ulps, and 1 / (1 + exp(-x)) from TF's sigmoid in ~60% (TF's costs ~25 passes here
-where that formula costs four: inside the compiled loops of fused programs it is the
-cheaper one, one division).  The others equal NumPy's reference formulas to rounding:
-float64 sigmoid is 1 / (1 + exp(-x)) (exp overflowing to inf gives exactly 0, never
-nan), softplus is
-max(x, 0) + log1p(exp(-|x|)) (no overflow, exact for large |x|).  float16 computes in
-float32 and rounds once, as Eigen does for half; complex inputs use the plain formulas.
+Numerics: float32 tanh, sigmoid and exp are TF's own (Eigen's functions, `tanh`,
+`_sigmoid32`, `_exp32`; exp only where numba runs, `tf_exp`), and so is float16
+sigmoid (`_sigmoid16`, rounded after each operation): their bits, where NumPy's tanh
+differs from TF's in ~60% of inputs by up to 6 ulps, 1 / (1 + exp(-x)) from TF's
+sigmoid in ~60% (TF's costs ~25 passes here where that formula costs four: inside the
+compiled loops of fused programs it is the cheaper one, one division), and NumPy's exp
+from TF's in ~11%.  The others equal NumPy's reference formulas to rounding: float64
+sigmoid is 1 / (1 + exp(-x)) (exp overflowing to inf gives exactly 0, never nan),
+softplus is max(x, 0) + log1p(exp(-|x|)) (no overflow, exact for large |x|).  Other
+float16 functions compute in float32 and round once, as Eigen does for half; complex
+inputs use the plain formulas.
 Callers silence floating-point warnings (`_quiet`): TF yields inf and 0 silently.
 
 Large tensors (`parallel`): the same function over blocks of the flattened arrays, the
@@ -29,12 +31,21 @@ blocks shared by the threads the process's CPU budget allows (devices/cpu_budget
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import importlib.util
+import os
+
 import numpy as np
 
 from asyncflow.devices import cpu_budget
 
 __all__ = [
+    "exp",
+    "log",
+    "log1p",
     "parallel",
+    "tf_exp",
     "sigmoid",
     "sigmoid_grad",
     "softplus",
@@ -76,6 +87,8 @@ def sigmoid(xp, x, out=None):
     """1 / (1 + exp(-x)), written into `out` when given (which may be `x` itself)."""
     if x.ndim == 0:
         return _one_element(xp, sigmoid, (x,), out)
+    if xp is np and x.dtype == np.float16:
+        return _sigmoid16(x, out)
     if x.dtype == xp.float16:
         return _widened(xp, sigmoid, (x,), out)
     if x.dtype.kind == "c":
@@ -156,6 +169,22 @@ def _sigmoid32(x, out=None):
     return res
 
 
+def _sigmoid16(x, out=None):
+    """TF's float16 sigmoid: Eigen's generic logistic function on half values, each
+    operation computed in float32 and rounded to half: e = exp(x) (TF's float32 exp,
+    `exp`, rounded), then e / (1 + e) with the sum rounded before the division (as
+    NumPy's float16 arithmetic rounds), and 1 where e is infinite.  All 65,536 half
+    inputs give TF's bits (tests/ops/test_unary_tf.py)."""
+    e = _exp32(x.astype(_F32)).astype(np.float16)
+    den = np.add(e, np.float16(1))
+    y = np.divide(e, den, out=den)
+    y[np.isinf(e)] = 1
+    if out is None:
+        return y
+    out[...] = y
+    return out
+
+
 def sigmoid_grad(xp, y, dy, out=None):
     """dy * y * (1 - y): TF's SigmoidGrad (y the Sigmoid's output); `out` may be y or dy."""
     if y.ndim == 0:
@@ -184,6 +213,228 @@ _TANH_P = tuple(_F32(v) for v in (1.394553628e-8, 2.102733560e-5, 3.520756727e-3
 _TANH_Q = tuple(
     _F32(v) for v in (8.015776984e-7, 3.326951409e-4, 2.597254514e-2, 4.673548340e-1, 1.0)
 )
+
+
+def exp(xp, x, out=None):
+    """The Exp kernel's function: float32 (and float16 through float32) TF's as its CPU
+    kernel computes it (`_exp32`, below) where `tf_exp()`, else NumPy's; other dtypes
+    and other array modules their module's exp.  `out` may be x itself."""
+    if x.ndim == 0:
+        return _one_element(xp, exp, (x,), out)
+    if xp is not np or x.dtype.kind != "f" or x.dtype.itemsize > 4 or not tf_exp():
+        return xp.exp(x, out=out)
+    if x.dtype != _F32:  # float16: float32's result rounded once, as Eigen's
+        return _widened(xp, exp, (x,), out)
+    return _exp32(x, out)
+
+
+_tf_exp: list = []
+_libm: dict = {}  # name -> the C library's float function, or None
+
+
+def _c_float_function(name: str, xs, wide):
+    """The C library's float32 function `name` (expf, logf, log1pf: Eigen's scalar path
+    calls them) over the few elements `xs` of a packet's tail; where it cannot be
+    loaded, `wide` (NumPy's float64 function) rounded once."""
+    if name not in _libm:
+        try:
+            fn = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
+            fn.argtypes, fn.restype = [ctypes.c_float], ctypes.c_float
+        except (OSError, AttributeError):
+            fn = None
+        _libm[name] = fn
+    fn = _libm[name]
+    if fn is None:
+        return wide(xs.astype(np.float64)).astype(_F32)
+    return np.array([fn(v) for v in xs.tolist()], _F32)
+
+
+def tf_exp() -> bool:
+    """Whether float32 Exp computes TF's function in this process: where numba can run
+    (not ASYNCFLOW_NO_NUMBA=1; decided once, without importing numba).  There a float32
+    Exp runs inside compiled loops (a lone one fused alone, ops/fused_elementwise.py) at
+    about NumPy's exp's cost; as the NumPy passes below it costs ~10x NumPy's exp, so
+    without numba Exp keeps NumPy's function (its bits differ from TF's in ~11% of
+    inputs, by up to 3 ulps: docs/tf_numerics.md)."""
+    if not _tf_exp:
+        off = os.environ.get("ASYNCFLOW_NO_NUMBA", "") not in ("", "0")
+        _tf_exp.append(not off and importlib.util.find_spec("numba") is not None)
+    return _tf_exp[0]
+
+
+# TF 2.21's float32 exp on the CPU: Eigen's exp for float as TF's x86 build runs it
+# (packets of 8, AVX, no FMA instructions), the steps of the sigmoid's exp above on x
+# itself: x clamped above at _EXP_HI, m = floor(x log2(e) + 1/2), r = x - m ln 2 in two
+# parts, p(r) = r^2 (r (r^2 P5 + P3) + (r^2 (r^2 P6 + P4) + P2)) + (r + 1), times 2^m
+# (results below 2^-126 flushed to zero, as TF's threads do), and 0 below -104.  The
+# last size % 8 elements take Eigen's scalar path, the C library's expf (here the
+# float64 exp rounded once).  Its bits equal TF's on 1.25 million inputs spread over
+# the bit patterns and normal ones, and on arrays of every length 1-40
+# (tests/ops/test_unary_tf.py holds TF's outputs for some of them).
+_EXP_HI = _F32(88.723)
+_EXP_P6 = _F32(1.37449637986719608306884765625e-3)
+_EXP_P5 = _F32(8.36894474923610687255859375e-3)
+_EXP_P4 = _F32(4.166965186595916748046875e-2)
+_EXP_P3 = _F32(0.16666518151760101318359375)
+_EXP_P2 = _F32(0.49999988079071044921875)
+
+
+def _exp32(x, out=None):
+    """TF's float32 exp (above), into `out` (which may be x) when given."""
+    res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
+    flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
+    n = flat.size
+    k = n - n % SIGMOID_PACKET
+    if k:
+        xs, ys = flat[:k], dst[:k]
+        t = np.clip(xs, _SIG_LO, _EXP_HI)  # (NaN stays NaN; below -104: 2^m is 0)
+        m = np.multiply(t, _SIG_LOG2E)
+        np.add(m, _SIG_HALF, out=m)
+        np.floor(m, out=m)
+        r = np.multiply(m, _SIG_C1)
+        np.add(r, t, out=r)
+        np.multiply(m, _SIG_C2, out=t)
+        np.add(t, r, out=r)
+        r2 = np.multiply(r, r, out=t)
+        even = np.multiply(r2, _EXP_P6, out=ys)  # (xs, which ys may be, is read: t)
+        np.add(even, _EXP_P4, out=even)
+        np.multiply(even, r2, out=even)
+        np.add(even, _EXP_P2, out=even)
+        p = np.multiply(r2, _EXP_P5)
+        np.add(p, _EXP_P3, out=p)
+        np.multiply(p, r, out=p)
+        np.add(p, even, out=p)
+        np.multiply(p, r2, out=p)
+        np.add(r, _ONE32, out=r)
+        np.add(p, r, out=p)
+        # times 2^m exactly (np.ldexp: m in [-150, 128], a result below 2^-126 is
+        # flushed to zero as the kernels run, as TF's threads flush it)
+        np.ldexp(p, m.astype(np.int32), out=ys)
+    if k < n:
+        e = np.exp(flat[k:].astype(np.float64)).astype(_F32)
+        dst[k:] = e
+    if res is not out and out is not None:
+        np.copyto(out, res)
+        return out
+    return res
+
+
+def log(xp, x, out=None):
+    """The Log kernel's function: float32 (and float16 through float32) TF's as its CPU
+    kernel computes it (`_log32`, below) where `tf_exp()` (numba runs: the loops inline
+    it), else NumPy's; other dtypes and other array modules their module's log.  `out`
+    may be x itself."""
+    if x.ndim == 0:
+        return _one_element(xp, log, (x,), out)
+    if xp is not np or x.dtype.kind != "f" or x.dtype.itemsize > 4 or not tf_exp():
+        return xp.log(x, out=out)
+    if x.dtype != _F32:  # float16: float32's result rounded once, as Eigen's
+        return _widened(xp, log, (x,), out)
+    return _log32(x, out)
+
+
+# TF 2.21's float32 log on the CPU: Eigen's log for float as TF's x86 build runs it
+# (packets of 8, no FMA instructions): x = m 2^e with m in [1/2, 1) (frexp); where m <
+# sqrt(1/2), e - 1 and f = (m - 1) + m, else f = m - 1; then f p(f) / q(f) with p of
+# degree 2 and q of degree 3 (Horner steps of a rounded multiply and a rounded add),
+# plus e ln 2 (rounded, then added).  Negative inputs and NaN give NaN, 0 (and, as TF's
+# threads treat them, subnormal inputs) -inf, +inf +inf.  The last size % 8 elements
+# take Eigen's scalar path, the C library's logf (here the float64 log rounded once).
+# Its bits equal TF's on 1.25 million inputs spread over the bit patterns and normal
+# ones, and on arrays of every length 1-40 (tests/ops/test_unary_tf.py).
+_LOG_SQRTHF = _F32(0.707106781186547524)
+_LOG_P = (_F32(0.18256296349849254), _F32(1.0000000190281063), _F32(1.0000000190281136))
+_LOG_Q = tuple(
+    _F32(v) for v in (0.049616247954120038, 0.59923249590823520, 1.4999999999999927, 1.0)
+)
+_LOG_LN2 = _F32(0.693147180559945309417232121458)
+
+
+def _log32(x, out=None):
+    """TF's float32 log (above), into `out` (which may be x) when given."""
+    res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
+    flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
+    n = flat.size
+    k = n - n % SIGMOID_PACKET
+    if k:
+        xs, ys = flat[:k], dst[:k]
+        special = np.greater(xs, 0)  # (read before ys, which may be xs, is written)
+        np.logical_and(special, np.less(xs, np.inf), out=special)
+        np.logical_not(special, out=special)
+        if special.any():
+            s = xs[special]
+            s = np.where(s == 0, -np.inf, np.where(s == np.inf, np.inf, np.nan)).astype(_F32)
+        m, e = np.frexp(xs)
+        low = np.less(m, _LOG_SQRTHF).astype(_F32)  # (1 or 0: NumPy's where= is slow)
+        f = np.subtract(m, _ONE32, out=ys)
+        np.multiply(low, m, out=m)
+        np.add(f, m, out=f)
+        e = e.astype(_F32)
+        np.subtract(e, low, out=e)
+        p = np.multiply(f, _LOG_P[0], out=m)
+        for c in _LOG_P[1:]:
+            np.add(p, c, out=p)
+            np.multiply(p, f, out=p)  # (the last: f p(f))
+        q = np.multiply(f, _LOG_Q[0])
+        for c in _LOG_Q[1:]:
+            np.add(q, c, out=q)
+            if c is not _LOG_Q[-1]:
+                np.multiply(q, f, out=q)
+        np.divide(p, q, out=p)
+        np.multiply(e, _LOG_LN2, out=e)
+        np.add(e, p, out=ys)
+        if special.any():
+            ys[special] = s
+    if k < n:
+        dst[k:] = np.log(flat[k:].astype(np.float64)).astype(_F32)
+    if res is not out and out is not None:
+        np.copyto(out, res)
+        return out
+    return res
+
+
+def log1p(xp, x, out=None):
+    """The Log1p kernel's function: float32 (and float16 through float32) TF's as its
+    CPU kernel computes it (`_log1p32`, below) where `tf_exp()`, else NumPy's; other
+    dtypes and array modules their module's log1p.  `out` may be x itself."""
+    if x.ndim == 0:
+        return _one_element(xp, log1p, (x,), out)
+    if xp is not np or x.dtype.kind != "f" or x.dtype.itemsize > 4 or not tf_exp():
+        return xp.log1p(x, out=out)
+    if x.dtype != _F32:  # float16: float32's result rounded once, as Eigen's
+        return _widened(xp, log1p, (x,), out)
+    return _log1p32(x, out)
+
+
+# TF 2.21's float32 log1p on the CPU: Eigen's generic log1p (Kahan's) on its log
+# (`_log32`): y = x + 1; x where y is 1 or log(y) is y (infinite; a subnormal x flushed
+# to a signed 0 there, as TF gives it), else x (log(y) / (y - 1)).  The last size % 8
+# elements take Eigen's scalar path, the C library's log1pf (called: glibc's is not
+# correctly rounded).  Its bits equal TF's on 1.25 million inputs spread over the bit
+# patterns and normal ones, and on arrays of every length 1-40
+# (tests/ops/test_unary_tf.py).
+def _log1p32(x, out=None):
+    """TF's float32 log1p (above), into `out` (which may be x) when given."""
+    res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
+    flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
+    n = flat.size
+    k = n - n % SIGMOID_PACKET
+    if k:
+        xs, ys = flat[:k], dst[:k]
+        y = np.add(xs, _ONE32)
+        log = _log32(y)
+        keep = np.equal(y, log)
+        np.logical_or(keep, np.equal(y, _ONE32), out=keep)
+        np.subtract(y, _ONE32, out=y)
+        np.divide(log, y, out=log)
+        log[keep] = 1  # (x times 1 there: a subnormal x is 0 as TF's threads read it)
+        np.multiply(xs, log, out=ys)
+    if k < n:
+        dst[k:] = _c_float_function("log1pf", flat[k:], np.log1p)
+    if res is not out and out is not None:
+        np.copyto(out, res)
+        return out
+    return res
 
 
 def tanh(xp, x, out=None):
@@ -233,9 +484,14 @@ def tanh_grad(xp, y, dy, out=None):
 
 
 def softplus(xp, x, out=None):
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)); `out` may be x itself."""
+    """The Softplus kernel's function: float32 and float16 TF's as its CPU kernel
+    computes them (`_softplus_tf`, below) where `tf_exp()`, else (and for other dtypes
+    and array modules) log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)).  `out` may be
+    x itself."""
     if x.ndim == 0:
         return _one_element(xp, softplus, (x,), out)
+    if xp is np and x.dtype in (_F32, np.float16) and tf_exp():
+        return _softplus_tf(x, out)
     if x.dtype == xp.float16:
         return _widened(xp, softplus, (x,), out)
     t = xp.absolute(x)
@@ -244,6 +500,56 @@ def softplus(xp, x, out=None):
     xp.log1p(t, out=t)
     o = xp.maximum(x, x.dtype.type(0), out=out)
     return xp.add(o, t, out=o)
+
+
+# TF 2.21's Softplus (its functor on Eigen's functions): x where x > -t, exp(x) where x <
+# t, else log1p(exp(x)) (Eigen's log1p: y = 1 + e, e * (log(y) / (y - 1)); y is never 1
+# nor infinite there), with t = log(epsilon) + 2 in the dtype (float32: -13.942385;
+# float16, Eigen's half epsilon 2^-13: -7.008).  float32 packets use TF's exp and log
+# (`_exp32`, `_log32`); float16 computes each function in float32 and rounds to half.
+# The last size % 8 elements take Eigen's scalar path: the C library's expf and log1pf
+# (called: glibc's log1pf is not correctly rounded).  Its bits equal TF's on 1.25 million float32
+# inputs and all 65,536 half ones (tests/ops/test_unary_tf.py).
+_SP_T32 = _F32(np.log(np.finfo(_F32).eps)) + _F32(2)
+_SP_T16 = np.float16(np.log(_F32(2.0**-13))) + np.float16(2)
+
+
+def _softplus_tf(x, out=None):
+    """TF's float32 or float16 softplus (above), into `out` (which may be x)."""
+    half = x.dtype == np.float16
+    t = _F32(_SP_T16 if half else _SP_T32)
+    flat = np.ascontiguousarray(x).reshape(-1).astype(_F32, copy=half)
+    res = np.empty(flat.shape, _F32)
+    n = flat.size
+    k = n - n % SIGMOID_PACKET
+    if k:
+        xs, ys = flat[:k], res[:k]
+        e = _exp32(xs)
+        if half:
+            e = e.astype(np.float16).astype(_F32)
+        y = np.add(e, _ONE32)
+        log = _log32(y)
+        np.subtract(y, _ONE32, out=y)
+        np.divide(log, y, out=log)
+        np.multiply(e, log, out=ys)
+        small = np.less(xs, t)
+        ys[small] = e[small]
+        big = np.greater(xs, -t, out=small)
+        ys[big] = xs[big]
+    if k < n:
+        xt = flat[k:]
+        e = _c_float_function("expf", xt, np.exp)
+        if half:
+            e = e.astype(np.float16).astype(_F32)
+        y = _c_float_function("log1pf", e, np.log1p)
+        y[xt < t] = e[xt < t]
+        y[xt > -t] = xt[xt > -t]
+        res[k:] = y
+    res = res.reshape(x.shape)
+    if out is None:
+        return res.astype(x.dtype, copy=False)
+    out[...] = res
+    return out
 
 
 def softplus_grad(xp, g, x, out=None):

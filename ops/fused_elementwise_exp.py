@@ -1,30 +1,26 @@
-"""NumPy's float32 exp as an inline function of the compiled element-wise loops (numba).
+"""TF's float32 exp as an inline function of the compiled element-wise loops (numba),
+and the machinery the loops' other inline functions share (`InlineFunction`, the
+check's `probe_inputs`, `pow2_intrinsic`).
 
-The LSTM cell's forward program computes three Sigmoids, each NumPy's four passes
-(negative, exp, add one, reciprocal); staged (fused_elementwise_jit._staged) the
-negation and the reciprocal run in compiled loops but exp stays a NumPy call between
-them: a pass of its own over a [batch, units] array, an array written and read back,
-a Python call.  In a loop of its own, exp costs about what NumPy's SIMD call costs
-(0.4-0.5 ns an element on this machine, vectorized), so the Sigmoid becomes one more
-expression of a loop.
+The Exp kernel computes TF's own float32 exp where numba runs (ops/elementwise._exp32,
+`tf_exp`: Eigen's exp, ~22 NumPy passes).  A lone float32 Exp fuses alone
+(ops/fused_elementwise.py `_ALONE`), so its program's loop runs this function: a clamp,
+a floor, a Cody-Waite reduction, a polynomial of degree 6 evaluated as Eigen's steps,
+and 2^m as two exact powers of two from their bits (m in [-150, 128]; the second
+product rounds once, and a result below 2^-126 is flushed to zero as the kernels run).
+It is branch-free float32 arithmetic, so LLVM vectorizes a loop that holds it (about
+NumPy's own SIMD exp's cost, ~0.5 ns an element), where the NumPy passes cost ~10x that.
 
-numba's own exp calls the C library's (other bits, scalar), so this is NumPy's
-algorithm for float32, the one its AVX2/AVX-512F loops run (simd_exp_FLOAT in
-numpy/_core/src/umath/loops_exponent_log.dispatch.c.src): NaN, overflow (x >= xmax)
-and underflow (x <= xmin) lanes set apart, quadrant = rint(x * log2e) by adding and
-subtracting 1.5 * 2^23, a three-step Cody-Waite reduction with fused multiply-adds, a
-5th / 2nd degree rational function evaluated with fused multiply-adds, one IEEE
-division, and scaling by 2^quadrant (AVX-512's scalef: one rounding; here two exact
-power-of-two products, the second rounding once into the subnormal range).  Every
-float32 input gave NumPy 2's bits on the project machine (all 2^32 of them, AMD EPYC,
-AVX-512F dispatch; benchmarks/README.md "Sigmoid inside the compiled loops").
-
-Since another NumPy build or CPU may take another exp loop (a scalar libm one without
-AVX2, say), `check()` compares this function with `np.exp` on a fixed set of inputs
-(all specials, both ends of the range, ~260,000 values spread over the bit patterns)
-before any loop uses it; where one differs, programs keep NumPy's exp calls
-(fused_elementwise_jit's staged programs), with NumPy's bits either way.
-`ASYNCFLOW_INLINE_EXP=0` keeps them too (A/B).
+The loop makes the same IEEE operations in the same order as the NumPy passes (numba
+does not contract a multiply and an add into an FMA), so it gives their bits for the
+elements TF computes in packets: all but the last size % 8, which TF computes by
+Eigen's scalar path (the C library's expf).  So a loop inlines Exp only where its
+values' size is a multiple of 8 (fused_elementwise_jit); elsewhere the kernel's NumPy
+function runs between compiled stages.  `check()` compares the two on a fixed set of
+inputs (specials, both ends of the range, where m reaches 128, where results flush to
+zero, ~260,000 values spread over the bit patterns) before any loop uses it; where one
+differs, programs keep the kernel's calls.  `ASYNCFLOW_INLINE_EXP=0` keeps them too
+(A/B).
 """
 
 from __future__ import annotations
@@ -35,6 +31,7 @@ import threading
 
 import numpy as np
 
+from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_updates, jit_cache, jit_fork
 
 __all__ = [
@@ -49,25 +46,6 @@ __all__ = [
 ]
 
 _F = np.float32
-# numpy/_core/src/common/npy_config... npy_simd_data.h's float32 exp constants.
-_MAGIC = _F(12582912.0)  # 0x1.8p+23: x + magic - magic rounds x to an integer
-_LOG2E = _F(1.442695040888963407359924681001892137)
-_C1 = _F(-6.93145752e-1)  # -ln 2, high part
-_C2 = _F(-1.42860677e-6)  # -ln 2, low part
-_P = tuple(
-    _F(v)
-    for v in (
-        9.999999999980870924916e-01,
-        7.257664613233124478488e-01,
-        2.473615434895520810817e-01,
-        5.114512081637298353406e-02,
-        6.757896990527504603057e-03,
-        5.082762527590693718096e-04,
-    )
-)
-_Q = (_F(1.0), _F(-2.742335390411667452936e-01), _F(2.159509375685829852307e-02))
-_XMAX = _F(88.72283935546875)
-_XMIN = _F(-103.97208404541015625)
 
 
 def pow2_intrinsic():
@@ -93,72 +71,47 @@ def pow2_intrinsic():
 
 
 def _build(numba):
-    """The inline njit function exp32(x) (float32 -> float32)."""
-    from llvmlite import ir
-    from numba import types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def fma32(typingctx, a, b, c):
-        sig = types.float32(types.float32, types.float32, types.float32)
-
-        def codegen(context, builder, signature, args):
-            flt = ir.FloatType()
-            fn = builder.module.declare_intrinsic(
-                "llvm.fma", [flt], ir.FunctionType(flt, [flt, flt, flt])
-            )
-            return builder.call(fn, args)
-
-        return sig, codegen
-
+    """The inline njit function exp32(x) (float32 -> float32), for elements of whole
+    packets."""
     pow2 = pow2_intrinsic()
-
-    magic, log2e, c1, c2 = _MAGIC, _LOG2E, _C1, _C2
-    p0, p1, p2, p3, p4, p5 = _P
-    q0, q1, q2 = _Q
-    xmax, xmin = _XMAX, _XMIN
-    zero, inf, nan = _F(0.0), _F(np.inf), _F(np.nan)
-    lo, hi = _F(-125.0), _F(127.0)
+    lo, hi, half, log2e = _ew._SIG_LO, _ew._EXP_HI, _ew._SIG_HALF, _ew._SIG_LOG2E
+    c1, c2 = _ew._SIG_C1, _ew._SIG_C2
+    p2, p3, p4, p5, p6 = _ew._EXP_P2, _ew._EXP_P3, _ew._EXP_P4, _ew._EXP_P5, _ew._EXP_P6
+    one = _F(1.0)
 
     @numba.njit(inline="always", error_model="numpy")
     def exp32(x):
-        is_nan = x != x
-        big = x >= xmax
-        small = x <= xmin
-        xc = min(max(x, xmin), xmax)  # (the lanes set apart compute on anything finite)
-        k = xc * log2e
-        k = k + magic
-        k = k - magic
-        r = fma32(k, c1, xc)
-        r = fma32(k, c2, r)
-        r = fma32(k, zero, r)
-        num = fma32(p5, r, p4)
-        num = fma32(num, r, p3)
-        num = fma32(num, r, p2)
-        num = fma32(num, r, p1)
-        num = fma32(num, r, p0)
-        den = fma32(q2, r, q1)
-        den = fma32(den, r, q0)
-        p = num / den
-        # p * 2^k with one rounding: 2^k1 keeps p normal and exact, 2^(k - k1) (k - k1
-        # in [-25, 1]) rounds once where the result is subnormal.
-        k1 = min(max(k, lo), hi)
-        p = (p * pow2(k1)) * pow2(k - k1)
-        p = nan if is_nan else p
-        p = inf if big else p
-        return zero if small else p
+        t = hi if x > hi else x  # (NaN stays NaN, as NumPy's clip)
+        t = lo if t < lo else t
+        m = np.floor(t * log2e + half)
+        r = m * c1 + t
+        r = m * c2 + r
+        r2 = r * r
+        even = ((r2 * p6 + p4) * r2) + p2
+        p = r2 * (r * (r2 * p5 + p3) + even) + (r + one)
+        h = np.floor(m * half)  # 2^m = 2^h 2^(m - h), both in [-75, 64]
+        return (p * pow2(h)) * pow2(m - h)
 
     return exp32
 
 
 def _inputs() -> np.ndarray:
-    """The check's inputs, with 40 values either side of the range's ends (where the
-    lanes set apart begin, and where results turn subnormal)."""
-    return probe_inputs((_XMAX, _XMIN, _F(-87.33654), _F(-103.0), _F(88.0)))
+    """The check's inputs (a multiple of 8 of them: every one a packet's), with 40
+    values either side of the clamps, of where m reaches 128, of where results flush to
+    zero, and of 0."""
+    edges = (_ew._EXP_HI, _ew._SIG_LO, _F(88.3762626647949), _F(-87.33654), _F(0.0))
+    xs = probe_inputs(edges)
+    pad = -xs.size % _ew.SIGMOID_PACKET
+    return np.concatenate([xs, np.zeros(pad, _F)])
+
+
+def _reference(x):
+    return _ew.exp(np, x)
 
 
 def check() -> bool:
-    """Whether the compiled exp gives np.exp's bits here (compiles it; run once)."""
+    """Whether the compiled exp gives the Exp kernel's bits here (compiles it; run
+    once)."""
     return _INLINE.check()
 
 
@@ -253,7 +206,7 @@ def same_bits(a, b) -> bool:
     )
 
 
-_INLINE = InlineFunction("_exp32", "ASYNCFLOW_INLINE_EXP", _build, _inputs, np.exp)
+_INLINE = InlineFunction("_exp32", "ASYNCFLOW_INLINE_EXP", _build, _inputs, _reference)
 _state = _INLINE.state
 verdict = _INLINE.verdict
 namespace = _INLINE.namespace

@@ -11,10 +11,10 @@ with the same IEEE operations in the same order as its NumPy function (no fast-m
 FMA contraction, no reassociation), so the outputs are bitwise those of the ufunc
 program (tests/ops/test_fused_elementwise_jit.py).  Transcendental functions stay
 NumPy's calls (numba's libm would round differently from NumPy's loops), except float32
-Exp, Sigmoid, Log1p and Tanh: fused_elementwise_exp and fused_elementwise_log1p are the
-functions NumPy's calls run here, fused_elementwise_tanh and fused_elementwise_sigmoid
-the Tanh and Sigmoid kernels' own (TF's functions, ops/elementwise), as inline
-functions of the loops, each checked against the kernel's before a loop uses it.  A
+Exp, Log, Log1p, Sigmoid, Softplus and Tanh: fused_elementwise_exp, _log, _log1p,
+_tanh, _sigmoid and _softplus are those kernels' own functions (TF's, ops/elementwise),
+as inline functions of the loops, each checked against the kernel's before a loop uses
+it.  A
 program with other ones (Log, float64 Tanh) runs as compiled stages of its arithmetic
 around those calls (`_staged`, below), with the same bits.
 
@@ -40,8 +40,10 @@ import numpy as np
 from asyncflow import tf_logging
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_elementwise_exp as _exp
+from asyncflow.ops import fused_elementwise_log as _log
 from asyncflow.ops import fused_elementwise_log1p as _log1p
 from asyncflow.ops import fused_elementwise_sigmoid as _sigmoid
+from asyncflow.ops import fused_elementwise_softplus as _softplus
 from asyncflow.ops import fused_elementwise_tanh as _tanh
 from asyncflow.ops import fused_updates, jit_cache, jit_fork
 
@@ -84,20 +86,31 @@ _EXPRESSIONS = {
 _SELECTS = frozenset(["Select", "_SelectZero", "_SelectZeroThen"])
 # Float32 transcendental functions inside a loop, each the function the kernel's NumPy
 # calls run here (the same bits; each module checks it against them before a loop uses
-# it): Sigmoid is ops/elementwise.sigmoid (TF's, for values of a multiple of 8 elements:
-# `_inline_sigmoid`), Tanh is ops/elementwise.tanh (TF's rational function).
+# it): Sigmoid, Exp, Log, Log1p and Softplus are ops/elementwise's (TF's, for values of a
+# multiple of 8 elements), Tanh is ops/elementwise.tanh (TF's rational function).
 _INLINE32 = {
     "Sigmoid": "_sigmoid32({0})",
     "Exp": "_exp32({0})",
+    "Log": "_log32({0})",
     "Log1p": "_log1p32({0})",
     "Tanh": "_tanh32({0})",
+    "Softplus": "_softplus32({0})",
 }
-_CHECKS = {"Sigmoid": _sigmoid, "Exp": _exp, "Log1p": _log1p, "Tanh": _tanh}  # type -> module
+_CHECKS = {  # type -> module
+    "Sigmoid": _sigmoid,
+    "Exp": _exp,
+    "Log": _log,
+    "Log1p": _log1p,
+    "Tanh": _tanh,
+    "Softplus": _softplus,
+}
 _NAMES = (  # source names
     ("_exp32", _exp),
+    ("_log32", _log),
     ("_log1p32", _log1p),
     ("_tanh32", _tanh),
     ("_sigmoid32", _sigmoid),
+    ("_softplus32", _softplus),
 )
 
 
@@ -508,7 +521,7 @@ def compile_schedule(program, sched):
         wanted = frozenset(t for t in program.types if t in _INLINE32)
         wanted = frozenset(t for t in wanted if _CHECKS[t].verdict() is not False)
         if sched.elements % _ew.SIGMOID_PACKET:  # (TF's scalar tail: the kernel's own)
-            wanted -= {"Sigmoid"}
+            wanted -= {"Sigmoid", "Exp", "Log", "Log1p", "Softplus"}
     inline = _packing(program, _compiled(program, sched, wanted)) if wanted else None
     if inline is None or all(_CHECKS[t].verdict() for t in wanted):
         return inline or _packing(program, _compiled(program, sched, frozenset()))
@@ -639,17 +652,38 @@ def _kernel_tanh(x, out=None):
     return _ew.tanh(np, x, out)
 
 
+def _kernel_exp(x, out=None):
+    """The Exp kernel's function (TF's for float32 where numba runs, else NumPy's)."""
+    return _ew.exp(np, x, out)
+
+
+def _kernel_log(x, out=None):
+    """The Log kernel's function (TF's for float32 where numba runs, else NumPy's)."""
+    return _ew.log(np, x, out)
+
+
+def _kernel_log1p(x, out=None):
+    """The Log1p kernel's function (TF's for float32 where numba runs, else NumPy's)."""
+    return _ew.log1p(np, x, out)
+
+
+def _kernel_softplus(x, out=None):
+    """The Softplus kernel's function (TF's where numba runs, else NumPy's formula)."""
+    return _ew.softplus(np, x, out)
+
+
 def _kernel_sigmoid(x, out=None):
     """The Sigmoid kernel's function (TF's for float32, 1 / (1 + exp(-x)) for float64)."""
     return _ew.sigmoid(np, x, out)
 
 
 _UFUNCS = {
-    "Exp": np.exp,
+    "Exp": _kernel_exp,
     "Tanh": _kernel_tanh,
     "Sigmoid": _kernel_sigmoid,
-    "Log": np.log,
-    "Log1p": np.log1p,
+    "Log": _kernel_log,
+    "Log1p": _kernel_log1p,
+    "Softplus": _kernel_softplus,
 }
 
 
@@ -737,6 +771,10 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     n_loops = sum(1 for stage in stages if stage)
     f32 = program.dtype == np.float32
     passes = {"Sigmoid": 25 if f32 else 4, "Tanh": 20 if f32 else 1}
+    if f32 and _ew.tf_exp():
+        passes.update(Exp=22, Log=25, Log1p=31, Softplus=55)
+    else:
+        passes["Softplus"] = 6
     ufunc_passes = sum(
         passes.get(t, 1)
         for t, (own, _a, slot) in zip(program.types, sched.steps)

@@ -145,9 +145,11 @@ def fingerprint() -> str:
             for name in (
                 "fused_elementwise_jit.py",  # (the flags it compiles programs with)
                 "fused_elementwise_exp.py",
+                "fused_elementwise_log.py",
                 "fused_elementwise_log1p.py",
                 "fused_elementwise_tanh.py",
                 "fused_elementwise_sigmoid.py",
+                "fused_elementwise_softplus.py",
                 "elementwise.py",
             ):
                 parts.append(_file_digest(os.path.join(here, name)))
@@ -219,7 +221,9 @@ _NODES = (
     ast.Compare, ast.IfExp, ast.Call, ast.Attribute, ast.Subscript, ast.Slice,
     ast.operator, ast.unaryop, ast.cmpop,
 )  # fmt: skip
-_CALLS = frozenset(["range", "abs", "_exp32", "_log1p32", "_tanh32", "_sigmoid32"])
+_CALLS = frozenset(
+    ["range", "abs", "_exp32", "_log32", "_log1p32", "_tanh32", "_sigmoid32", "_softplus32"]
+)
 _NP = ("sqrt",)  # np.<name>
 
 

@@ -658,10 +658,14 @@ Sign = _unary_op("Sign", lambda xp, x: xp.sign(x))
 Square = _unary_op("Square", lambda xp, x: xp.multiply(x, x))
 Sqrt = _unary_op("Sqrt", lambda xp, x: xp.sqrt(x), _FLOAT_OR_COMPLEX, _ew.ufunc("sqrt"))
 Rsqrt = _unary_op("Rsqrt", lambda xp, x: xp.reciprocal(xp.sqrt(x)), _FLOAT_OR_COMPLEX)
-Exp = _unary_op("Exp", lambda xp, x: xp.exp(x), _FLOAT_OR_COMPLEX, _ew.ufunc("exp"))
+# float32 (and half) Exp, Log and Log1p as TF's CPU kernels compute them where numba
+# runs: ops/elementwise
+Exp = _unary_op("Exp", lambda xp, x: _ew.exp(xp, xp.asarray(x)), _FLOAT_OR_COMPLEX, _ew.exp)
 Expm1 = _unary_op("Expm1", lambda xp, x: xp.expm1(x), _FLOAT_OR_COMPLEX, _ew.ufunc("expm1"))
-Log = _unary_op("Log", lambda xp, x: xp.log(x), _FLOAT_OR_COMPLEX, _ew.ufunc("log"))
-Log1p = _unary_op("Log1p", lambda xp, x: xp.log1p(x), _FLOAT_OR_COMPLEX, _ew.ufunc("log1p"))
+Log = _unary_op("Log", lambda xp, x: _ew.log(xp, xp.asarray(x)), _FLOAT_OR_COMPLEX, _ew.log)
+Log1p = _unary_op(
+    "Log1p", lambda xp, x: _ew.log1p(xp, xp.asarray(x)), _FLOAT_OR_COMPLEX, _ew.log1p
+)
 Sin = _unary_op("Sin", lambda xp, x: xp.sin(x), _FLOAT_OR_COMPLEX)
 Cos = _unary_op("Cos", lambda xp, x: xp.cos(x), _FLOAT_OR_COMPLEX)
 Tan = _unary_op("Tan", lambda xp, x: xp.tan(x), _FLOAT_OR_COMPLEX)

@@ -118,12 +118,20 @@ Relu6, relu6 = _activation(
     REAL,
     "Computes min(max(features, 0), 6).",
 )
+
+
 def _exp_minus_one(xp, x):
-    """TF's exp(x) - 1 for x <= 0 (not expm1: -2e-8 gives 0.0, as TF's), the exp
-    rounded from float64 for narrower floats: NumPy's float32 exp is a ulp off near 1
-    where TF's (Eigen's) is not, and the subtraction magnifies it."""
+    """TF's exp(x) - 1 for x <= 0 (not expm1: -2e-8 gives 0.0, as TF's): float32 and
+    float16 on TF's exp where the Exp kernel computes it (ops/elementwise.exp), else the
+    exp rounded from float64 for narrower floats (NumPy's float32 exp is a ulp off near
+    1 more often than TF's, and the subtraction magnifies it)."""
     neg = xp.minimum(x, _zero(x))
-    e = xp.exp(neg.astype(xp.float64)).astype(x.dtype) if x.dtype.itemsize < 8 else xp.exp(neg)
+    if xp is np and x.dtype.itemsize < 8 and _ew.tf_exp():
+        e = _ew.exp(np, neg)
+    elif x.dtype.itemsize < 8:
+        e = xp.exp(neg.astype(xp.float64)).astype(x.dtype)
+    else:
+        e = xp.exp(neg)
     return e - _scalar(x, 1)
 
 

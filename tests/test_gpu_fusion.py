@@ -170,9 +170,21 @@ def test_shape_errors_are_the_ops_own(fake_gpu):
         _run_both(build, [np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)])
 
 
+def _within_half_ulps(a, b, steps=1):
+    """float16 arrays equal but for values `steps` apart at most: the CPU's Sigmoid and
+    Softplus of half values are TF's CPU functions (ops.elementwise: each operation
+    rounded to half, on TF's exp and log), the GPU's their float32 formulas rounded
+    once (as TF's GPU kernels differ from its CPU ones)."""
+    ia, ib = a.view(np.int16).astype(np.int32), b.view(np.int16).astype(np.int32)
+    assert np.abs(ia - ib).max(initial=0) <= steps, (a, b)
+
+
 def test_float16_programs_are_one_kernel_with_the_cpus_numbers(fake_gpu):
     """float16 between ops as on the CPU (each op rounds); the activations and their
-    gradients computed in float32 and rounded once, as ops.elementwise does."""
+    gradients computed in float32 and rounded once, as ops.elementwise does for the GPU
+    (the CPU's Sigmoid and Softplus: TF's CPU functions, `_within_half_ulps`; a
+    difference carried through the later operations may grow to two steps, and more
+    in the gradient)."""
     x0 = np.linspace(-4, 4, 32, dtype=np.float16).reshape(4, 8)
 
     def build():
@@ -183,9 +195,10 @@ def test_float16_programs_are_one_kernel_with_the_cpus_numbers(fake_gpu):
 
     gpu, cpu, launches, fused = _run_both(build, [x0])
     assert fused >= 1
-    for a, b in zip(gpu, cpu):
-        assert a.dtype == np.float16
-        np.testing.assert_array_equal(a, b)
+    assert all(a.dtype == np.float16 for a in (*gpu, *cpu))
+    _within_half_ulps(gpu[0], cpu[0], steps=2)
+    # (the gradient amplifies those steps where its terms cancel: ~1% at 7e-3)
+    np.testing.assert_allclose(gpu[1], cpu[1], rtol=2e-2, atol=1e-4)
 
 
 def test_a_float16_chain_is_one_launch(fake_gpu):
@@ -197,7 +210,7 @@ def test_a_float16_chain_is_one_launch(fake_gpu):
 
     gpu, cpu, launches, fused = _run_both(build, [x0])
     assert fused == 1 and launches["kernels"] == 1
-    np.testing.assert_array_equal(gpu[0], cpu[0])
+    _within_half_ulps(gpu[0], cpu[0])
 
 
 # -- an MLP training step ---------------------------------------------------------------
