@@ -123,50 +123,66 @@ _SIG_P4, _SIG_P5 = _F32(4.1898667812347412109375e-2), _F32(8.3347130566835403442
 SIGMOID_PACKET = 8  # (elements from the last multiple of this on take the scalar path)
 
 
-def _sigmoid32(x, out=None):
-    """TF's float32 sigmoid (above), into `out` (which may be x) when given."""
+def _in_packets(x, out, packets, tail):
+    """A float32 function as TF's CPU kernel splits it: `packets(xs, ys)` writes the
+    elements of whole packets of SIGMOID_PACKET (ys may be xs), `tail(xs)` returns the
+    last size % SIGMOID_PACKET (Eigen's scalar path); into `out` (which may be x) when
+    given."""
     res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
     flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
     n = flat.size
     k = n - n % SIGMOID_PACKET
     if k:
-        xs, ys = flat[:k], dst[:k]
-        below = np.less(xs, _SIG_LO)  # (read before ys, which may be xs, is written)
-        t = np.minimum(xs, _SIG_HI)
-        np.multiply(t, _SIG_HALF, out=t)
-        m = np.multiply(t, _SIG_LOG2E)
-        np.add(m, _SIG_HALF, out=m)
-        np.floor(m, out=m)
-        r = np.multiply(m, _SIG_C1)
-        np.add(r, t, out=r)
-        np.multiply(m, _SIG_C2, out=t)
-        np.add(t, r, out=r)
-        r2 = np.multiply(r, r, out=t)
-        even = np.multiply(r2, _SIG_P4)
-        np.add(even, _SIG_P2, out=even)
-        p = np.multiply(r2, _SIG_P5)
-        np.add(p, _SIG_P3, out=p)
-        np.multiply(r, p, out=p)
-        np.add(p, even, out=p)
-        np.multiply(r2, p, out=p)
-        np.add(r, _ONE32, out=r)
-        np.add(p, r, out=p)
-        np.add(m, _F32(127), out=m)  # 2^m from its bits (m in [-75, 12]: normal)
-        bits = m.astype(np.int32)
-        np.left_shift(bits, 23, out=bits)
-        np.multiply(p, bits.view(_F32), out=p)
-        np.multiply(p, p, out=p)
-        np.add(p, _ONE32, out=even)
-        np.divide(p, even, out=ys)
-        ys[below] = 0
+        packets(flat[:k], dst[:k])
     if k < n:
-        xs = flat[k:]
-        e = np.exp(np.minimum(xs, _SIG_HI).astype(np.float64)).astype(_F32)
-        np.divide(e, _ONE32 + e, out=dst[k:])
+        dst[k:] = tail(flat[k:])
     if res is not out and out is not None:
         np.copyto(out, res)
         return out
     return res
+
+
+def _sigmoid32(x, out=None):
+    """TF's float32 sigmoid (above), into `out` (which may be x) when given."""
+    return _in_packets(x, out, _sigmoid_packets, _sigmoid_tail)
+
+
+def _sigmoid_packets(xs, ys):
+    """_sigmoid32's whole packets: xs into ys (which may be xs)."""
+    below = np.less(xs, _SIG_LO)  # (read before ys, which may be xs, is written)
+    t = np.minimum(xs, _SIG_HI)
+    np.multiply(t, _SIG_HALF, out=t)
+    m = np.multiply(t, _SIG_LOG2E)
+    np.add(m, _SIG_HALF, out=m)
+    np.floor(m, out=m)
+    r = np.multiply(m, _SIG_C1)
+    np.add(r, t, out=r)
+    np.multiply(m, _SIG_C2, out=t)
+    np.add(t, r, out=r)
+    r2 = np.multiply(r, r, out=t)
+    even = np.multiply(r2, _SIG_P4)
+    np.add(even, _SIG_P2, out=even)
+    p = np.multiply(r2, _SIG_P5)
+    np.add(p, _SIG_P3, out=p)
+    np.multiply(r, p, out=p)
+    np.add(p, even, out=p)
+    np.multiply(r2, p, out=p)
+    np.add(r, _ONE32, out=r)
+    np.add(p, r, out=p)
+    np.add(m, _F32(127), out=m)  # 2^m from its bits (m in [-75, 12]: normal)
+    bits = m.astype(np.int32)
+    np.left_shift(bits, 23, out=bits)
+    np.multiply(p, bits.view(_F32), out=p)
+    np.multiply(p, p, out=p)
+    np.add(p, _ONE32, out=even)
+    np.divide(p, even, out=ys)
+    ys[below] = 0
+
+
+def _sigmoid_tail(xs):
+    """_sigmoid32's last elements, Eigen's scalar path."""
+    e = np.exp(np.minimum(xs, _SIG_HI).astype(np.float64)).astype(_F32)
+    return np.divide(e, _ONE32 + e)
 
 
 def _sigmoid16(x, out=None):
@@ -281,42 +297,39 @@ _EXP_P2 = _F32(0.49999988079071044921875)
 
 def _exp32(x, out=None):
     """TF's float32 exp (above), into `out` (which may be x) when given."""
-    res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
-    flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
-    n = flat.size
-    k = n - n % SIGMOID_PACKET
-    if k:
-        xs, ys = flat[:k], dst[:k]
-        t = np.clip(xs, _SIG_LO, _EXP_HI)  # (NaN stays NaN; below -104: 2^m is 0)
-        m = np.multiply(t, _SIG_LOG2E)
-        np.add(m, _SIG_HALF, out=m)
-        np.floor(m, out=m)
-        r = np.multiply(m, _SIG_C1)
-        np.add(r, t, out=r)
-        np.multiply(m, _SIG_C2, out=t)
-        np.add(t, r, out=r)
-        r2 = np.multiply(r, r, out=t)
-        even = np.multiply(r2, _EXP_P6, out=ys)  # (xs, which ys may be, is read: t)
-        np.add(even, _EXP_P4, out=even)
-        np.multiply(even, r2, out=even)
-        np.add(even, _EXP_P2, out=even)
-        p = np.multiply(r2, _EXP_P5)
-        np.add(p, _EXP_P3, out=p)
-        np.multiply(p, r, out=p)
-        np.add(p, even, out=p)
-        np.multiply(p, r2, out=p)
-        np.add(r, _ONE32, out=r)
-        np.add(p, r, out=p)
-        # times 2^m exactly (np.ldexp: m in [-150, 128], a result below 2^-126 is
-        # flushed to zero as the kernels run, as TF's threads flush it)
-        np.ldexp(p, m.astype(np.int32), out=ys)
-    if k < n:
-        e = np.exp(flat[k:].astype(np.float64)).astype(_F32)
-        dst[k:] = e
-    if res is not out and out is not None:
-        np.copyto(out, res)
-        return out
-    return res
+    return _in_packets(x, out, _exp_packets, _exp_tail)
+
+
+def _exp_packets(xs, ys):
+    """_exp32's whole packets: xs into ys (which may be xs)."""
+    t = np.clip(xs, _SIG_LO, _EXP_HI)  # (NaN stays NaN; below -104: 2^m is 0)
+    m = np.multiply(t, _SIG_LOG2E)
+    np.add(m, _SIG_HALF, out=m)
+    np.floor(m, out=m)
+    r = np.multiply(m, _SIG_C1)
+    np.add(r, t, out=r)
+    np.multiply(m, _SIG_C2, out=t)
+    np.add(t, r, out=r)
+    r2 = np.multiply(r, r, out=t)
+    even = np.multiply(r2, _EXP_P6, out=ys)  # (xs, which ys may be, is read: t)
+    np.add(even, _EXP_P4, out=even)
+    np.multiply(even, r2, out=even)
+    np.add(even, _EXP_P2, out=even)
+    p = np.multiply(r2, _EXP_P5)
+    np.add(p, _EXP_P3, out=p)
+    np.multiply(p, r, out=p)
+    np.add(p, even, out=p)
+    np.multiply(p, r2, out=p)
+    np.add(r, _ONE32, out=r)
+    np.add(p, r, out=p)
+    # times 2^m exactly (np.ldexp: m in [-150, 128], a result below 2^-126 is
+    # flushed to zero as the kernels run, as TF's threads flush it)
+    np.ldexp(p, m.astype(np.int32), out=ys)
+
+
+def _exp_tail(xs):
+    """_exp32's last elements, Eigen's scalar path."""
+    return np.exp(xs.astype(np.float64)).astype(_F32)
 
 
 def log(xp, x, out=None):
@@ -352,45 +365,43 @@ _LOG_LN2 = _F32(0.693147180559945309417232121458)
 
 def _log32(x, out=None):
     """TF's float32 log (above), into `out` (which may be x) when given."""
-    res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
-    flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
-    n = flat.size
-    k = n - n % SIGMOID_PACKET
-    if k:
-        xs, ys = flat[:k], dst[:k]
-        special = np.greater(xs, 0)  # (read before ys, which may be xs, is written)
-        np.logical_and(special, np.less(xs, np.inf), out=special)
-        np.logical_not(special, out=special)
-        if special.any():
-            s = xs[special]
-            s = np.where(s == 0, -np.inf, np.where(s == np.inf, np.inf, np.nan)).astype(_F32)
-        m, e = np.frexp(xs)
-        low = np.less(m, _LOG_SQRTHF).astype(_F32)  # (1 or 0: NumPy's where= is slow)
-        f = np.subtract(m, _ONE32, out=ys)
-        np.multiply(low, m, out=m)
-        np.add(f, m, out=f)
-        e = e.astype(_F32)
-        np.subtract(e, low, out=e)
-        p = np.multiply(f, _LOG_P[0], out=m)
-        for c in _LOG_P[1:]:
-            np.add(p, c, out=p)
-            np.multiply(p, f, out=p)  # (the last: f p(f))
-        q = np.multiply(f, _LOG_Q[0])
-        for c in _LOG_Q[1:]:
-            np.add(q, c, out=q)
-            if c is not _LOG_Q[-1]:
-                np.multiply(q, f, out=q)
-        np.divide(p, q, out=p)
-        np.multiply(e, _LOG_LN2, out=e)
-        np.add(e, p, out=ys)
-        if special.any():
-            ys[special] = s
-    if k < n:
-        dst[k:] = np.log(flat[k:].astype(np.float64)).astype(_F32)
-    if res is not out and out is not None:
-        np.copyto(out, res)
-        return out
-    return res
+    return _in_packets(x, out, _log_packets, _log_tail)
+
+
+def _log_packets(xs, ys):
+    """_log32's whole packets: xs into ys (which may be xs)."""
+    special = np.greater(xs, 0)  # (read before ys, which may be xs, is written)
+    np.logical_and(special, np.less(xs, np.inf), out=special)
+    np.logical_not(special, out=special)
+    if special.any():
+        s = xs[special]
+        s = np.where(s == 0, -np.inf, np.where(s == np.inf, np.inf, np.nan)).astype(_F32)
+    m, e = np.frexp(xs)
+    low = np.less(m, _LOG_SQRTHF).astype(_F32)  # (1 or 0: NumPy's where= is slow)
+    f = np.subtract(m, _ONE32, out=ys)
+    np.multiply(low, m, out=m)
+    np.add(f, m, out=f)
+    e = e.astype(_F32)
+    np.subtract(e, low, out=e)
+    p = np.multiply(f, _LOG_P[0], out=m)
+    for c in _LOG_P[1:]:
+        np.add(p, c, out=p)
+        np.multiply(p, f, out=p)  # (the last: f p(f))
+    q = np.multiply(f, _LOG_Q[0])
+    for c in _LOG_Q[1:]:
+        np.add(q, c, out=q)
+        if c is not _LOG_Q[-1]:
+            np.multiply(q, f, out=q)
+    np.divide(p, q, out=p)
+    np.multiply(e, _LOG_LN2, out=e)
+    np.add(e, p, out=ys)
+    if special.any():
+        ys[special] = s
+
+
+def _log_tail(xs):
+    """_log32's last elements, Eigen's scalar path."""
+    return np.log(xs.astype(np.float64)).astype(_F32)
 
 
 def log1p(xp, x, out=None):
@@ -415,26 +426,24 @@ def log1p(xp, x, out=None):
 # (tests/ops/test_unary_tf.py).
 def _log1p32(x, out=None):
     """TF's float32 log1p (above), into `out` (which may be x) when given."""
-    res = np.empty(x.shape, _F32) if out is None or not out.flags.c_contiguous else out
-    flat, dst = np.ascontiguousarray(x).reshape(-1), res.reshape(-1)
-    n = flat.size
-    k = n - n % SIGMOID_PACKET
-    if k:
-        xs, ys = flat[:k], dst[:k]
-        y = np.add(xs, _ONE32)
-        log = _log32(y)
-        keep = np.equal(y, log)
-        np.logical_or(keep, np.equal(y, _ONE32), out=keep)
-        np.subtract(y, _ONE32, out=y)
-        np.divide(log, y, out=log)
-        log[keep] = 1  # (x times 1 there: a subnormal x is 0 as TF's threads read it)
-        np.multiply(xs, log, out=ys)
-    if k < n:
-        dst[k:] = _c_float_function("log1pf", flat[k:], np.log1p)
-    if res is not out and out is not None:
-        np.copyto(out, res)
-        return out
-    return res
+    return _in_packets(x, out, _log1p_packets, _log1p_tail)
+
+
+def _log1p_packets(xs, ys):
+    """_log1p32's whole packets: xs into ys (which may be xs)."""
+    y = np.add(xs, _ONE32)
+    log = _log32(y)
+    keep = np.equal(y, log)
+    np.logical_or(keep, np.equal(y, _ONE32), out=keep)
+    np.subtract(y, _ONE32, out=y)
+    np.divide(log, y, out=log)
+    log[keep] = 1  # (x times 1 there: a subnormal x is 0 as TF's threads read it)
+    np.multiply(xs, log, out=ys)
+
+
+def _log1p_tail(xs):
+    """_log1p32's last elements, Eigen's scalar path."""
+    return _c_float_function("log1pf", xs, np.log1p)
 
 
 def tanh(xp, x, out=None):
