@@ -31,6 +31,7 @@ import threading
 
 import numpy as np
 
+from asyncflow.devices import denormal
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import fused_updates, jit_cache, jit_fork
 
@@ -155,17 +156,31 @@ class InlineFunction:
             ok = False
             numba = fused_updates.import_numba()
             if numba is not None and os.environ.get(self.switch, "") != "0":
-                # A verdict this machine recorded with these versions (ops/jit_cache.py)
-                # spares the check's compiles (~0.5-1 s a function each process).
+                # A passing verdict this machine recorded with these versions
+                # (ops/jit_cache.py) spares the check's compiles (~0.5-1 s a function each
+                # process).  Only a pass is recorded: the record's key reads the sources on
+                # disk when first asked, so a process whose modules were edited under it
+                # could record a failure of code it no longer matches, which would keep
+                # the function out of every later process's loops (seen while editing the
+                # sources with tests running); a failure costs its own process the check.
                 module_file = sys.modules[self._build.__module__].__file__
                 cached = jit_cache.read_verdict(self.name, module_file)
                 try:
                     fn = self._build(numba)  # (lazy: numba compiles it at a loop's compile)
-                    if cached is None:
-                        ok = matches_numpy(numba, fn, self._inputs(), self._reference)
-                        jit_cache.write_verdict(self.name, module_file, ok)
+                    if cached is not True:
+                        # Under the kernels' denormal modes, whatever the caller's: the
+                        # loops run inside kernels, and the two may differ only there (an
+                        # x * 1 that LLVM folds into x lets a denormal x through where the
+                        # NumPy pass flushes it)
+                        token = denormal.enter()
+                        try:
+                            ok = matches_numpy(numba, fn, self._inputs(), self._reference)
+                        finally:
+                            denormal.leave(token)
+                        if ok:
+                            jit_cache.write_verdict(self.name, module_file, ok)
                     else:
-                        ok = cached
+                        ok = True
                     state["fn"] = fn
                 except Exception:  # (numba could not build it: NumPy's calls stay)
                     ok = False

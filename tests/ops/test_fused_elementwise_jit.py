@@ -259,32 +259,70 @@ def test_inline_log1p_and_log_give_the_kernels_bits():
     # fused_elementwise_log1p's and _log's float32 functions against the Log1p and Log
     # kernels' (TF's as NumPy passes, ops/elementwise), bit for bit: the checks' own
     # inputs, 2M more bit patterns and the values a sigmoid cross-entropy takes, whole
-    # packets of 8 (TF's scalar path aside).
+    # packets of 8 (TF's scalar path aside), under the kernels' denormal modes.  Log1p's
+    # only where its check passes: under flushed denormals LLVM's x * 1 -> x lets a
+    # denormal x through where the kernel's pass flushes it, and the check refuses it.
+    from asyncflow.devices import denormal
     from asyncflow.ops import elementwise
     from asyncflow.ops import fused_elementwise_log as flog
     from asyncflow.ops import fused_elementwise_log1p as flog1p
 
     if not elementwise.tf_exp():
         pytest.skip("float32 Log and Log1p are NumPy's here")
-    assert flog1p.check() and flog.check()
+    assert flog.check()
+    pairs = [(flog.namespace()["_log32"], elementwise.log)]
+    if flog1p.check():
+        pairs.append((flog1p.namespace()["_log1p32"], elementwise.log1p))
     numba = fused_updates.numba_module()
-    log1p32, log32 = flog1p.namespace()["_log1p32"], flog.namespace()["_log32"]
-
-    @numba.njit(error_model="numpy")
-    def loop(x, out, out2):
-        for i in range(x.size):
-            out[i] = log1p32(x[i])
-            out2[i] = log32(x[i])
-
     rng = np.random.default_rng(7)
     bits = rng.integers(0, 1 << 32, 1 << 21, dtype=np.uint64).astype(np.uint32)
     ce = np.exp(-np.abs(rng.standard_normal(1 << 16) * 10)).astype(np.float32)
     near = rng.uniform(-1.5, 1.5, 1 << 16).astype(np.float32)
-    for xs in (flog1p._inputs(), bits.view(np.float32), ce, near):
-        got, got2 = np.empty_like(xs), np.empty_like(xs)
-        loop(xs, got, got2)
-        with np.errstate(all="ignore"):
-            _same_bits([elementwise.log1p(np, xs), elementwise.log(np, xs)], [got, got2])
+    for fn, kernel in pairs:
+
+        @numba.njit(error_model="numpy")
+        def loop(x, out, fn=fn):
+            for i in range(x.size):
+                out[i] = fn(x[i])
+
+        for xs in (flog1p._inputs(), bits.view(np.float32), ce, near):
+            got = np.empty_like(xs)
+            token = denormal.enter()
+            try:
+                loop(xs, got)
+                with np.errstate(all="ignore"):
+                    want = kernel(np, xs)
+            finally:
+                denormal.leave(token)
+            _same_bits([want], [got])
+
+
+def test_inline_checks_decide_under_the_kernels_denormal_modes():
+    # A check's verdict does not depend on the caller's denormal modes: it compares
+    # under the kernels' (as the loops run), here once from inside a flushed stretch
+    # and once from outside, each check fresh (no recorded verdict).
+    from asyncflow.devices import denormal
+    from asyncflow.ops import fused_elementwise_exp as fexp
+    from asyncflow.ops import fused_elementwise_log1p as flog1p
+    from asyncflow.ops import jit_cache
+
+    if fused_updates.numba_module() is None:
+        pytest.skip("no numba here")
+    verdicts = []
+    for flushed in (True, False):
+        inline = fexp.InlineFunction(
+            "_log1p32_probe", "ASYNCFLOW_INLINE_LOG1P", flog1p._build, flog1p._inputs,
+            flog1p._reference,
+        )  # fmt: skip
+        token = denormal.enter() if flushed else None
+        try:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(jit_cache, "read_verdict", lambda *a: None)
+                mp.setattr(jit_cache, "write_verdict", lambda *a: None)
+                verdicts.append(inline.check())
+        finally:
+            denormal.leave(token)
+    assert verdicts[0] == verdicts[1]
 
 
 def test_sigmoid_cross_entropy_inside_one_loop(monkeypatch):
