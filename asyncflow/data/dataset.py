@@ -1150,14 +1150,7 @@ class Dataset:
     def make_initializable_iterator(self, shared_name=None):
         from asyncflow.data.iterator import Iterator
 
-        it = Iterator.from_structure(
-            self.output_types,
-            self.output_shapes,
-            shared_name=shared_name,
-            output_classes=self.output_classes,
-        )
-        it._initializer = it._make_iterator(self, "MakeIterator")
-        return it
+        return Iterator._initializable(self, shared_name)
 
     async def aiterate(self, session=None):
         """`async for element in dataset.aiterate(sess)`: the elements' values, each a

@@ -129,3 +129,12 @@ def test_serialized_graph_tf_ran_reads_back(case):
                 while True:
                     got.append({"dtype": "int64", "value": int(s.run(nxt))})
     assert got == recorded["values"]
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["iterators"]))
+def test_iterator_ops_as_tf_writes_them(case):
+    """TF colocates an iterator made from a dataset (its IteratorV2 or OneShotIterator,
+    MakeIterator, string handle and get_next) with the dataset, and from_structure's
+    and from_string_handle's make_initializer and get_next with the iterator; a
+    dataset's MakeIterator comes before its string handle."""
+    assert REC.iterator_nodes(tf, case) == RECORDED["iterators"][case]
