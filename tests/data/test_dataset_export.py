@@ -138,3 +138,11 @@ def test_iterator_ops_as_tf_writes_them(case):
     and from_string_handle's make_initializer and get_next with the iterator; a
     dataset's MakeIterator comes before its string handle."""
     assert REC.iterator_nodes(tf, case) == RECORDED["iterators"][case]
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["names"]))
+def test_dataset_nodes_named_as_tf_names_them(case):
+    """The scalar constants (batch_size, drop_remainder, padding_value, row_shape,
+    normalize_element/component_<i>, ...) and dataset ops carry TF's names, in TF's
+    order."""
+    assert REC.dataset_nodes(tf, case) == RECORDED["names"][case]
