@@ -535,10 +535,13 @@ class Dataset:
         """
         return self._mapped(map_func, num_parallel_calls, deterministic)
 
-    def _mapped(self, map_func, num_parallel_calls, deterministic=None) -> Dataset:
+    def _mapped(self, map_func, num_parallel_calls, deterministic=None, attrs=None) -> Dataset:
+        """`map`; `attrs` (a sequential map's alone) over its MapDataset's, as TF's
+        internal maps set theirs (sample_from_datasets' selector)."""
         src, t, structure = self._traced_map(map_func, num_parallel_calls is not None)
         if num_parallel_calls is None:
-            out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, t.attrs())
+            a = {**t.attrs(), **(attrs or {})}
+            out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, a)
         else:
             n = _i64(num_parallel_calls, "num_parallel_calls")
             attrs = {**t.attrs(), **_PARALLEL_MAP_ATTRS, "deterministic": _det(deterministic)}
