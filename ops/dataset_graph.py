@@ -27,12 +27,80 @@ from asyncflow.graph_io import graph_to_graph_def, import_graph_def, tensor_prot
 from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
+from asyncflow.proto_wire import length_delimited
 from asyncflow.protos.graph_pb2 import GraphDef
 from asyncflow.registry import NotDifferentiable, register_op
 
 __all__ = ["dataset_graph_def"]
 
 _VARIANT = 21
+
+# The dataset ops whose TF 2.21 OpDef has a `metadata` attr (default ""), which TF's
+# DatasetToGraph writes with the dataset's name (tests/fixtures/tf_op_attr_defaults.json,
+# checked by tests/data/test_dataset_export.py).
+TF_METADATA_OPS = frozenset(
+    {
+        "BatchDataset",
+        "BatchDatasetV2",
+        "CacheDataset",
+        "CacheDatasetV2",
+        "ConcatenateDataset",
+        "DatasetToSingleElement",
+        "FilterDataset",
+        "FixedLengthRecordDataset",
+        "FixedLengthRecordDatasetV2",
+        "FlatMapDataset",
+        "GeneratorDataset",
+        "GlobalShuffleDataset",
+        "GroupByWindowDataset",
+        "IndexFlatMapDataset",
+        "InterleaveDataset",
+        "LegacyParallelInterleaveDatasetV2",
+        "ListDataset",
+        "MapAndBatchDataset",
+        "MapDataset",
+        "OptionsDataset",
+        "PaddedBatchDataset",
+        "PaddedBatchDatasetV2",
+        "ParallelBatchDataset",
+        "ParallelFilterDataset",
+        "ParallelInterleaveDataset",
+        "ParallelInterleaveDatasetV2",
+        "ParallelInterleaveDatasetV3",
+        "ParallelInterleaveDatasetV4",
+        "ParallelMapDataset",
+        "ParallelMapDatasetV2",
+        "PrefetchDataset",
+        "RandomDataset",
+        "RandomDatasetV2",
+        "RangeDataset",
+        "ReduceDataset",
+        "RegisterDataset",
+        "RegisterDatasetV2",
+        "RepeatDataset",
+        "ScanDataset",
+        "ShardDataset",
+        "ShuffleAndRepeatDataset",
+        "ShuffleAndRepeatDatasetV2",
+        "ShuffleDataset",
+        "ShuffleDatasetV2",
+        "ShuffleDatasetV3",
+        "SkipDataset",
+        "SnapshotDatasetV2",
+        "TFRecordDataset",
+        "TFRecordDatasetV2",
+        "TakeDataset",
+        "TakeWhileDataset",
+        "TensorDataset",
+        "TensorSliceDataset",
+        "TextLineDataset",
+        "UnbatchDataset",
+        "UniqueDataset",
+        "WeightedFlatMapDataset",
+        "WindowDataset",
+        "ZipDataset",
+    }
+)
 _MAX_NODES = 100_000
 
 
@@ -75,7 +143,9 @@ def _functions_used(nodes, library) -> list:
 
 
 def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> GraphDef:
-    """`value`'s pipeline as TF's DatasetToGraph writes it."""
+    """`value`'s pipeline as TF's DatasetToGraph writes it: its dataset ops with no
+    device whatever `strip_devices` (TF writes them anew) and, where TF's OpDef has
+    one, a metadata attr naming each ("<op>:<id>" for one made without a name)."""
     full = _graph_def(ctx)
     by_name = {nd.name: nd for nd in full.node}
     out = GraphDef()
@@ -111,8 +181,10 @@ def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> Graph
         nd.input.extend(inputs)
         if "_class" in nd.attr:  # (TF writes no colocation here: the names it gives are gone)
             del nd.attr["_class"]
-        if strip_devices:
-            nd.device = ""
+        nd.device = ""  # (TF writes its dataset ops anew, with no device)
+        if nd.op in TF_METADATA_OPS and not nd.attr["metadata"].s:
+            # (TF: the name its kernel gave a dataset without one, "<op>:<id>")
+            nd.attr["metadata"].s = length_delimited(1, dso.dataset_name(v, op).encode())
         written[id(v)] = nd.name
         return nd.name
 
