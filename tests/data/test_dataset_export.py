@@ -156,3 +156,17 @@ def test_dataset_nodes_named_as_tf_names_them(case):
     normalize_element/component_<i>, ...) and dataset ops carry TF's names, in TF's
     order."""
     assert REC.dataset_nodes(tf, case) == RECORDED["names"][case]
+
+
+def test_serialized_defaults_are_tfs():
+    """The attr defaults DatasetToGraph writes out are those of TF 2.21's OpDefs of the
+    dataset ops (tests/fixtures/tf_op_attr_defaults.json)."""
+    from asyncflow.ops.dataset_graph import TF_DATASET_DEFAULTS
+
+    defaults = json.loads((FIXTURES / "tf_op_attr_defaults.json").read_text())
+    tfs = {
+        op: {k: v for k, v in attrs.items() if k != "metadata"}
+        for op, attrs in defaults.items()
+        if "Dataset" in op
+    }
+    assert TF_DATASET_DEFAULTS == {op: attrs for op, attrs in tfs.items() if attrs}
