@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+from google.protobuf import text_format
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
@@ -27,13 +28,223 @@ from asyncflow.graph_io import graph_to_graph_def, import_graph_def, tensor_prot
 from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
+from asyncflow.proto_wire import length_delimited
 from asyncflow.protos.graph_pb2 import GraphDef
 from asyncflow.registry import NotDifferentiable, register_op
 
 __all__ = ["dataset_graph_def"]
 
 _VARIANT = 21
+
+# The dataset ops whose TF 2.21 OpDef has a `metadata` attr (default ""), which TF's
+# DatasetToGraph writes with the dataset's name (tests/fixtures/tf_op_attr_defaults.json,
+# checked by tests/data/test_dataset_export.py).
+TF_METADATA_OPS = frozenset(
+    {
+        "BatchDataset",
+        "BatchDatasetV2",
+        "CacheDataset",
+        "CacheDatasetV2",
+        "ConcatenateDataset",
+        "DatasetToSingleElement",
+        "FilterDataset",
+        "FixedLengthRecordDataset",
+        "FixedLengthRecordDatasetV2",
+        "FlatMapDataset",
+        "GeneratorDataset",
+        "GlobalShuffleDataset",
+        "GroupByWindowDataset",
+        "IndexFlatMapDataset",
+        "InterleaveDataset",
+        "LegacyParallelInterleaveDatasetV2",
+        "ListDataset",
+        "MapAndBatchDataset",
+        "MapDataset",
+        "OptionsDataset",
+        "PaddedBatchDataset",
+        "PaddedBatchDatasetV2",
+        "ParallelBatchDataset",
+        "ParallelFilterDataset",
+        "ParallelInterleaveDataset",
+        "ParallelInterleaveDatasetV2",
+        "ParallelInterleaveDatasetV3",
+        "ParallelInterleaveDatasetV4",
+        "ParallelMapDataset",
+        "ParallelMapDatasetV2",
+        "PrefetchDataset",
+        "RandomDataset",
+        "RandomDatasetV2",
+        "RangeDataset",
+        "ReduceDataset",
+        "RegisterDataset",
+        "RegisterDatasetV2",
+        "RepeatDataset",
+        "ScanDataset",
+        "ShardDataset",
+        "ShuffleAndRepeatDataset",
+        "ShuffleAndRepeatDatasetV2",
+        "ShuffleDataset",
+        "ShuffleDatasetV2",
+        "ShuffleDatasetV3",
+        "SkipDataset",
+        "SnapshotDatasetV2",
+        "TFRecordDataset",
+        "TFRecordDatasetV2",
+        "TakeDataset",
+        "TakeWhileDataset",
+        "TensorDataset",
+        "TensorSliceDataset",
+        "TextLineDataset",
+        "UnbatchDataset",
+        "UniqueDataset",
+        "WeightedFlatMapDataset",
+        "WindowDataset",
+        "ZipDataset",
+    }
+)
 _MAX_NODES = 100_000
+
+# The other attrs with a default in TF 2.21's OpDefs of the dataset ops (text format),
+# which TF's DatasetToGraph writes on each node (tests/fixtures/tf_op_attr_defaults.json,
+# checked by tests/data/test_dataset_export.py).
+TF_DATASET_DEFAULTS = {
+    "AutoShardDataset": {"auto_shard_policy": "i: 0", "num_replicas": "i: 0"},
+    "BatchDatasetV2": {"parallel_copy": "b: false"},
+    "DataServiceDataset": {
+        "cross_trainer_cache_options": 's: ""',
+        "data_transfer_protocol": 's: ""',
+        "target_workers": 's: "AUTO"',
+        "task_refresh_interval_hint_ms": "i: -1",
+    },
+    "DataServiceDatasetV2": {
+        "cross_trainer_cache_options": 's: ""',
+        "data_transfer_protocol": 's: ""',
+        "target_workers": 's: "AUTO"',
+        "task_refresh_interval_hint_ms": "i: -1",
+    },
+    "DataServiceDatasetV3": {
+        "cross_trainer_cache_options": 's: ""',
+        "data_transfer_protocol": 's: ""',
+        "target_workers": 's: "AUTO"',
+        "task_refresh_interval_hint_ms": "i: -1",
+        "uncompress": "b: false",
+    },
+    "DataServiceDatasetV4": {
+        "cross_trainer_cache_options": 's: ""',
+        "data_transfer_protocol": 's: ""',
+        "target_workers": 's: "AUTO"',
+        "task_refresh_interval_hint_ms": "i: -1",
+        "uncompress": "b: false",
+    },
+    "DatasetCardinality": {"cardinality_options": 's: ""'},
+    "DatasetToGraph": {
+        "allow_stateful": "b: false",
+        "stateful_whitelist": "list { }",
+        "strip_device_assignment": "b: false",
+    },
+    "DatasetToGraphV2": {"external_state_policy": "i: 0", "strip_device_assignment": "b: false"},
+    "DirectedInterleaveDataset": {"stop_on_empty_dataset": "b: false"},
+    "ExperimentalAutoShardDataset": {"auto_shard_policy": "i: 0"},
+    "ExperimentalIgnoreErrorsDataset": {"log_warning": "b: false"},
+    "ExperimentalMapAndBatchDataset": {"preserve_cardinality": "b: false"},
+    "ExperimentalMapDataset": {
+        "force_synchronous": "b: false",
+        "preserve_cardinality": "b: false",
+        "use_inter_op_parallelism": "b: true",
+    },
+    "ExperimentalParseExampleDataset": {"sloppy": "b: false"},
+    "ExperimentalRebatchDataset": {"use_fallback": "b: true"},
+    "ExperimentalScanDataset": {"preserve_cardinality": "b: false"},
+    "FinalizeDataset": {"has_captured_ref": "b: false"},
+    "GlobalShuffleDataset": {"reshuffle_each_iteration": "b: true"},
+    "IgnoreErrorsDataset": {"log_warning": "b: false"},
+    "LegacyParallelInterleaveDatasetV2": {"deterministic": 's: "default"'},
+    "LoadDataset": {"compression": 's: ""'},
+    "MapAndBatchDataset": {"preserve_cardinality": "b: false"},
+    "MapDataset": {
+        "force_synchronous": "b: false",
+        "preserve_cardinality": "b: false",
+        "use_inter_op_parallelism": "b: true",
+    },
+    "ModelDataset": {"algorithm": "i: 0", "cpu_budget": "i: 0", "ram_budget": "i: 0"},
+    "OptimizeDataset": {"optimization_configs": "list { }"},
+    "OptimizeDatasetV2": {"optimization_configs": "list { }"},
+    "PaddedBatchDatasetV2": {"parallel_copy": "b: false"},
+    "ParallelBatchDataset": {"deterministic": 's: "default"', "parallel_copy": "b: false"},
+    "ParallelFilterDataset": {"deterministic": 's: "default"'},
+    "ParallelInterleaveDatasetV2": {"sloppy": "b: false"},
+    "ParallelInterleaveDatasetV3": {"deterministic": 's: "default"'},
+    "ParallelInterleaveDatasetV4": {"deterministic": 's: "default"'},
+    "ParallelMapDataset": {
+        "preserve_cardinality": "b: false",
+        "sloppy": "b: false",
+        "use_inter_op_parallelism": "b: true",
+    },
+    "ParallelMapDatasetV2": {
+        "deterministic": 's: "default"',
+        "preserve_cardinality": "b: false",
+        "use_inter_op_parallelism": "b: true",
+        "use_unbounded_threadpool": "b: false",
+    },
+    "ParseExampleDataset": {
+        "ragged_keys": "list { }",
+        "ragged_split_types": "list { }",
+        "ragged_value_types": "list { }",
+        "sloppy": "b: false",
+    },
+    "ParseExampleDatasetV2": {
+        "deterministic": 's: "default"',
+        "ragged_keys": "list { }",
+        "ragged_split_types": "list { }",
+        "ragged_value_types": "list { }",
+    },
+    "PrefetchDataset": {
+        "buffer_size_min": "i: 0",
+        "legacy_autotune": "b: true",
+        "slack_period": "i: 0",
+    },
+    "RandomDatasetV2": {"rerandomize_each_iteration": "b: false"},
+    "RangeDataset": {"replicate_on_split": "b: false"},
+    "RebatchDataset": {"use_fallback": "b: true"},
+    "ReduceDataset": {"use_inter_op_parallelism": "b: true"},
+    "RegisterDataset": {"element_spec": 's: ""'},
+    "RegisterDatasetV2": {"element_spec": 's: ""', "requested_dataset_id": 's: ""'},
+    "SaveDataset": {"compression": 's: ""', "use_shard_func": "b: true"},
+    "SaveDatasetV2": {"compression": 's: ""', "use_shard_func": "b: true"},
+    "ScanDataset": {"preserve_cardinality": "b: false", "use_default_device": "b: true"},
+    "ShardDataset": {"require_non_empty": "b: false"},
+    "ShuffleAndRepeatDataset": {"reshuffle_each_iteration": "b: true"},
+    "ShuffleAndRepeatDatasetV2": {"reshuffle_each_iteration": "b: true"},
+    "ShuffleDataset": {"reshuffle_each_iteration": "b: true"},
+    "ShuffleDatasetV3": {"reshuffle_each_iteration": "b: true"},
+    "SlidingWindowDataset": {"drop_remainder": "b: true"},
+    "SnapshotChunkDataset": {"compression": 's: ""'},
+    "SnapshotDataset": {
+        "compression": 's: ""',
+        "mode": 's: "auto"',
+        "num_reader_threads": "i: 1",
+        "num_writer_threads": "i: 1",
+        "pending_snapshot_expiry_seconds": "i: 86400",
+        "reader_buffer_size": "i: 1",
+        "reader_path_prefix": 's: ""',
+        "seed": "i: 0",
+        "seed2": "i: 0",
+        "shard_size_bytes": "i: 10737418240",
+        "shuffle_on_read": "b: false",
+        "snapshot_name": 's: ""',
+        "writer_buffer_size": "i: 1",
+        "writer_path_prefix": 's: ""',
+    },
+    "SnapshotDatasetReader": {"compression": 's: ""'},
+    "SnapshotDatasetV2": {
+        "compression": 's: ""',
+        "hash": "i: 0",
+        "hash_valid": "b: false",
+        "reader_prefix": 's: ""',
+        "writer_prefix": 's: ""',
+    },
+    "TensorSliceDataset": {"is_files": "b: false", "replicate_on_split": "b: false"},
+}
 
 
 def _dataset_of(arg):
@@ -75,7 +286,10 @@ def _functions_used(nodes, library) -> list:
 
 
 def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> GraphDef:
-    """`value`'s pipeline as TF's DatasetToGraph writes it."""
+    """`value`'s pipeline as TF's DatasetToGraph writes it: its dataset ops with no
+    device whatever `strip_devices` (TF writes them anew) and, where TF's OpDef has
+    one, a metadata attr naming each ("<op>:<id>" for one made without a name), and
+    their attrs at TF's defaults written out."""
     full = _graph_def(ctx)
     by_name = {nd.name: nd for nd in full.node}
     out = GraphDef()
@@ -111,8 +325,13 @@ def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> Graph
         nd.input.extend(inputs)
         if "_class" in nd.attr:  # (TF writes no colocation here: the names it gives are gone)
             del nd.attr["_class"]
-        if strip_devices:
-            nd.device = ""
+        nd.device = ""  # (TF writes its dataset ops anew, with no device)
+        if nd.op in TF_METADATA_OPS and not nd.attr["metadata"].s:
+            # (TF: the name its kernel gave a dataset without one, "<op>:<id>")
+            nd.attr["metadata"].s = length_delimited(1, dso.dataset_name(v, op).encode())
+        for key, text in TF_DATASET_DEFAULTS.get(nd.op, {}).items():
+            if key not in nd.attr:  # (TF writes every attr of its dataset ops)
+                text_format.Parse(text, nd.attr[key])
         written[id(v)] = nd.name
         return nd.name
 

@@ -87,6 +87,12 @@ def _register(name, inputs, attrs=None, kernel=None):
     return op_def
 
 
+def dataset_name(value: pl.DatasetValue, op) -> str:
+    """The name TF's dataset kernels give a dataset without one ("<op type>:<id>", the
+    id counting datasets made in this process); DatasetToGraph writes it as metadata."""
+    return value.__dict__.get("_dataset_name") or f"{op.type}:0"
+
+
 def built_by(value: pl.DatasetValue):
     """The (op, input values) whose kernel made `value` first, or None (a value a
     dataset op passes on keeps its maker's).  DatasetToGraph and the ops that read a
@@ -110,6 +116,7 @@ def _recording(kernel):
             prev = v.__dict__.get("_built_by")
             if prev is None or prev[0] is ctx.op:  # (a pass-through op keeps its input's)
                 v.__dict__["_built_by"] = (ctx.op, args)
+                v.__dict__["_dataset_name"] = f"{ctx.op.type}:{n}"
                 for a in vars(v).values():  # (its functions' errors name it, as TF's)
                     if type(a) is pl.Function and a.label is None:
                         a.label = f"{ctx.op.type}:{n}"

@@ -22,14 +22,9 @@ import one_shot_stateful_cases as cases  # noqa: E402
 
 RECORDED = json.loads((FIXTURES / "one_shot_stateful_tf.json").read_text())
 TF = RECORDED["cases"]
-# TF reads the variable in from_tensors' "normalize_element" name scope, which
-# asyncflow's from_tensors does not open: the node the message names is at the root.
-NAMED_ELSEWHERE = {
-    "var_in_from_tensors_resource": (
-        "name:normalize_element/ReadVariableOp",
-        "name:ReadVariableOp",
-    )
-}
+# (Cases whose message names a node asyncflow names otherwise: none now that
+# from_tensors reads a variable in TF's "normalize_element" name scope too.)
+NAMED_ELSEWHERE: dict[str, tuple[str, str]] = {}
 
 
 # asyncflow's own stateful op types (TF has none of that name), refused as the variable

@@ -63,20 +63,49 @@ def _schedulable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _normalize(value):
-    """TF's element normalization: tuples, dicts, namedtuples nest; the rest are tensors."""
+def _normalize(value, count=None):
+    """TF's element normalization: tuples, dicts, namedtuples nest; the rest are tensors.
+    With `count` (an iterator of indices), each component's constant is named
+    `component_<i>`, i its index in TF's flattened order (dict keys sorted)."""
     if isinstance(value, Dataset | SparseTensor | RaggedTensor):
-        return value
+        return value if count is None else _counted(count, value)
     if hasattr(value, "_tf_extension_type_fields"):  # an ExtensionType value
-        return value
+        return value if count is None else _counted(count, value)
+    if isinstance(value, SparseTensorValue):
+        return SparseTensor.from_value(value) if count is None else _counted(count, value)
+    if isinstance(value, dict):  # (an OrderedDict stays one, as TF's elements)
+        try:
+            keys = sorted(value)
+        except TypeError:
+            keys = list(value)
+        done = {k: _normalize(value[k], count) for k in keys}
+        return type(value)((k, done[k]) for k in value)
+    if isinstance(value, tuple):
+        items = [_normalize(v, count) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if count is None:
+        return ops.convert_to_tensor(value)
+    return ops.convert_to_tensor(value, name=f"component_{next(count)}")
+
+
+def _is_autotune(value) -> bool:
+    """Whether `value` is the Python AUTOTUNE (-1), as TF's `buffer_size == AUTOTUNE`
+    (a tensor never is)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value == -1
+
+
+def _counted(count, value):
+    next(count)
     if isinstance(value, SparseTensorValue):
         return SparseTensor.from_value(value)
-    if isinstance(value, dict):  # (an OrderedDict stays one, as TF's elements)
-        return type(value)((k, _normalize(v)) for k, v in value.items())
-    if isinstance(value, tuple):
-        items = [_normalize(v) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
-    return ops.convert_to_tensor(value)
+    return value
+
+
+def _normalize_element(value):
+    """`_normalize` as TF's `normalize_element` (from_tensors, from_tensor_slices):
+    its constants `normalize_element/component_<i>`."""
+    with ops.name_scope("normalize_element"):
+        return _normalize(value, itertools.count())
 
 
 def _at_least_one(op_type: str, attr: str, values) -> None:
@@ -316,30 +345,29 @@ class Dataset:
     # -- sources
     @staticmethod
     def from_tensor_slices(tensors, name=None) -> Dataset:
-        value = _normalize(tensors)
+        value = _normalize_element(tensors)
         if any(hasattr(v, "_tf_extension_type_fields") for v in _flat(value)):
             return extension_elements.slices(value, Dataset.from_tensor_slices)
-        with ops.name_scope("TensorSliceDataset"):
-            flat = _flat(value)
-            if any(isinstance(t, SparseTensor) for t in flat):
-                raise TypeError(
-                    "from_tensor_slices of a SparseTensor is not supported here; slice it "
-                    "with tf.sparse_split or give dense slices."
-                )
-            n = {t.shape[0].value for t in flat if t.shape.ndims}
-            if any(t.shape.ndims == 0 for t in flat):
-                raise ValueError("Unbatching a tensor is only supported for rank >= 1")
-            n.discard(None)
-            if len(n) > 1:
-                raise ValueError(
-                    "Dimension 0 in both shapes must be equal, but are "
-                    + " and ".join(str(x) for x in sorted(n))
-                )
-            structure = _pack(value, [_Spec(t.dtype, t.shape[1:]) for t in flat])
-            ds = Dataset(None, structure)
-            ds._variant = dataset_ops.dataset_op(
-                "TensorSliceDataset", [flat], ds._out_attrs(), name="TensorSliceDataset"
+        flat = _flat(value)
+        if any(isinstance(t, SparseTensor) for t in flat):
+            raise TypeError(
+                "from_tensor_slices of a SparseTensor is not supported here; slice it "
+                "with tf.sparse_split or give dense slices."
             )
+        n = {t.shape[0].value for t in flat if t.shape.ndims}
+        if any(t.shape.ndims == 0 for t in flat):
+            raise ValueError("Unbatching a tensor is only supported for rank >= 1")
+        n.discard(None)
+        if len(n) > 1:
+            raise ValueError(
+                "Dimension 0 in both shapes must be equal, but are "
+                + " and ".join(str(x) for x in sorted(n))
+            )
+        structure = _pack(value, [_Spec(t.dtype, t.shape[1:]) for t in flat])
+        ds = Dataset(None, structure)
+        ds._variant = dataset_ops.dataset_op(
+            "TensorSliceDataset", [flat], ds._out_attrs(), name="TensorSliceDataset"
+        )
         return ds
 
     @staticmethod
@@ -362,7 +390,7 @@ class Dataset:
 
     @staticmethod
     def from_tensors(tensors, name=None) -> Dataset:
-        value = _normalize(tensors)
+        value = _normalize_element(tensors)
         ds = Dataset(None, _structure_of(value))
         ds._variant = dataset_ops.dataset_op(
             "TensorDataset", [_to_components(_flat(value))], ds._out_attrs(), name="TensorDataset"
@@ -507,10 +535,13 @@ class Dataset:
         """
         return self._mapped(map_func, num_parallel_calls, deterministic)
 
-    def _mapped(self, map_func, num_parallel_calls, deterministic=None) -> Dataset:
+    def _mapped(self, map_func, num_parallel_calls, deterministic=None, attrs=None) -> Dataset:
+        """`map`; `attrs` (a sequential map's alone) over its MapDataset's, as TF's
+        internal maps set theirs (sample_from_datasets' selector)."""
         src, t, structure = self._traced_map(map_func, num_parallel_calls is not None)
         if num_parallel_calls is None:
-            out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, t.attrs())
+            a = {**t.attrs(), **(attrs or {})}
+            out = src._then("MapDataset", [src._variant, t.op_inputs()], structure, a)
         else:
             n = _i64(num_parallel_calls, "num_parallel_calls")
             attrs = {**t.attrs(), **_PARALLEL_MAP_ATTRS, "deterministic": _det(deterministic)}
@@ -615,12 +646,11 @@ class Dataset:
             )
         bs = _i64(batch_size, "batch_size")
         structure = self._batched_structure(bs, drop_remainder is True)
+        drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool, name="drop_remainder")
         if num_parallel_calls is None:
-            drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
             return self._then("BatchDatasetV2", [self._variant, bs, drop], structure)
         # TF's parallel batch: its own op, which TF's map_and_batch_fusion leaves apart
         n = _i64(num_parallel_calls, "num_parallel_calls")
-        drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
         return self._then(
             "ParallelBatchDataset",
             [self._variant, bs, n, drop],
@@ -667,14 +697,15 @@ class Dataset:
         specs = self._flat_specs()
         if any(isinstance(s, _SparseSpec) for s in specs):
             raise TypeError("Batching of padded sparse tensors is not currently supported")
-        dynamic = {}  # component -> an int64 shape tensor given as its padded shape
+        bs = _i64(batch_size, "batch_size")  # (TF's constants: this one first)
+        dynamic = {}  # component -> a shape tensor given as its padded shape
         if padded_shapes is None:
             flat_shapes = [s.shape for s in specs]
         else:
             flat_shapes = []
             for k, p in enumerate(_flat_like(self._structure, padded_shapes)):
                 if isinstance(p, ops.Tensor):
-                    dynamic[k] = math_ops.cast(p, dtypes.int64)
+                    dynamic[k] = p
                     known = ops.constant_value(p)
                     p = (
                         [None if d < 0 else int(d) for d in known]
@@ -689,23 +720,25 @@ class Dataset:
             ]
         else:
             flat_pads = _flat_like(self._structure, padding_values)
-        pads = [ops.convert_to_tensor(v, dtype=s.dtype) for v, s in zip(flat_pads, specs)]
         shape_ts = [
-            dynamic[k]
+            math_ops.cast(dynamic[k], dtypes.int64)
             if k in dynamic
             else ops.convert_to_tensor(
                 [-1 if d is None else d for d in _dims(p)], dtype=dtypes.int64
             )
             for k, p in enumerate(flat_shapes)
         ]
-        bs = _i64(batch_size, "batch_size")
+        pads = [
+            ops.convert_to_tensor(v, dtype=s.dtype, name="padding_value")
+            for v, s in zip(flat_pads, specs)
+        ]
         static = ops.constant_value(bs) if drop_remainder is True else None
         outer = int(static) if static is not None else None
         structure = _pack(
             self._structure,
             [_Spec(s.dtype, [outer, *_dims(p)]) for s, p in zip(specs, flat_shapes)],
         )
-        drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool)
+        drop = ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool, name="drop_remainder")
         return self._then(
             "PaddedBatchDatasetV2",
             [self._variant, bs, shape_ts, pads, drop],
@@ -743,10 +776,17 @@ class Dataset:
         return self._then("SkipDataset", [self._variant, _i64(count, "count")])
 
     def prefetch(self, buffer_size, name=None) -> Dataset:
-        return self._then("PrefetchDataset", [self._variant, _i64(buffer_size, "buffer_size")])
+        size = _i64(buffer_size, "buffer_size")
+        # TF's: colocated with its input; legacy_autotune (default true) only for AUTOTUNE
+        with ops.colocate_with(self._variant.op):
+            return self._then(
+                "PrefetchDataset",
+                [self._variant, size],
+                attrs={"legacy_autotune": _is_autotune(buffer_size)},
+            )
 
     def cache(self, filename="", name=None) -> Dataset:
-        fn = ops.convert_to_tensor(filename, dtype=dtypes.string)
+        fn = ops.convert_to_tensor(filename, dtype=dtypes.string, name="filename")
         return self._then("CacheDataset", [self._variant, fn])
 
     def concatenate(self, dataset, name=None) -> Dataset:
@@ -854,7 +894,7 @@ class Dataset:
                 _i64(size, "size"),
                 _i64(size if shift is None else shift, "shift"),
                 _i64(stride, "stride"),
-                ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool),
+                ops.convert_to_tensor(drop_remainder, dtype=dtypes.bool, name="drop_remainder"),
             ],
             structure,
         )
@@ -1078,15 +1118,16 @@ class Dataset:
             raise TypeError("sparse_batch needs elements of one tensor.")
         dims = [None if d is None or int(d) < 0 else int(d)
                 for d in tensor_shape.as_shape(row_shape).as_list()]  # fmt: skip
-        return self._then(
-            "DenseToSparseBatchDataset",
-            [
-                self._variant,
-                _i64(batch_size, "batch_size"),
-                _i64([-1 if d is None else d for d in dims], "row_shape"),
-            ],
-            _SparseSpec(specs[0].dtype, [None, *dims]),
-        )
+        row = _i64([-1 if d is None else d for d in dims], None)
+        # (TF's: its batch_size converted in the op's own name scope, the op named as it)
+        with ops.name_scope("DenseToSparseBatchDataset") as scope:
+            bs = _i64(batch_size, "batch_size")
+            return self._then(
+                "DenseToSparseBatchDataset",
+                [self._variant, bs, row],
+                _SparseSpec(specs[0].dtype, [None, *dims]),
+                name=scope,
+            )
 
     def rebatch(self, batch_size, drop_remainder=False, name=None) -> Dataset:
         """The elements (batches) unbatched and batched again by `batch_size`."""
@@ -1150,14 +1191,7 @@ class Dataset:
     def make_initializable_iterator(self, shared_name=None):
         from asyncflow.data.iterator import Iterator
 
-        it = Iterator.from_structure(
-            self.output_types,
-            self.output_shapes,
-            shared_name=shared_name,
-            output_classes=self.output_classes,
-        )
-        it._initializer = it._make_iterator(self, "MakeIterator")
-        return it
+        return Iterator._initializable(self, shared_name)
 
     async def aiterate(self, session=None):
         """`async for element in dataset.aiterate(sess)`: the elements' values, each a

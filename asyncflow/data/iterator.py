@@ -52,21 +52,33 @@ class Iterator:
     ) -> Iterator:
         """An iterator not yet bound to a dataset: `make_initializer(ds)` binds one."""
         structure = _structure(output_types, output_shapes, output_classes)
-        attrs = _attrs(structure)
-        attrs["shared_name"] = shared_name or ""
-        attrs["container"] = getattr(ops.get_default_graph(), "_container", "") or ""
-        handle = ops.apply_op("IteratorV2", [], attrs).outputs[0]
-        return Iterator(handle, None, structure)
+        return Iterator(_iterator_v2(structure, shared_name), None, structure)
+
+    @staticmethod
+    def _initializable(dataset, shared_name=None) -> Iterator:
+        """`dataset.make_initializable_iterator()`: as TF, its IteratorV2, MakeIterator
+        and string handle (in that order) colocated with the dataset."""
+        structure = _structure(dataset.output_types, dataset.output_shapes, dataset.output_classes)
+        with ops.colocate_with(dataset._variant.op):
+            handle = _iterator_v2(structure, shared_name)
+            init = ops.apply_op(
+                "MakeIterator",
+                [dataset._variant, handle],
+                {"output_types": _attrs(structure)["output_types"]},
+                name="MakeIterator",
+            )
+            return Iterator(handle, init, structure)
 
     @staticmethod
     def _one_shot(dataset) -> Iterator:
         check_capturable(dataset._variant.op)  # (TF's ValueError, before any op is made)
         attrs = _attrs(dataset._structure)
         attrs["container"] = getattr(ops.get_default_graph(), "_container", "") or ""
-        handle = ops.apply_op(
-            "OneShotIterator", [dataset._variant], attrs, name="OneShotIterator"
-        ).outputs[0]
-        return Iterator(handle, None, dataset._structure)
+        with ops.colocate_with(dataset._variant.op):  # (TF's, its string handle too)
+            handle = ops.apply_op(
+                "OneShotIterator", [dataset._variant], attrs, name="OneShotIterator"
+            ).outputs[0]
+            return Iterator(handle, None, dataset._structure)
 
     @property
     def initializer(self) -> ops.Operation:
@@ -97,32 +109,35 @@ class Iterator:
             return self._make_iterator(dataset, scope)  # (the op is named as the scope, TF's)
 
     def _make_iterator(self, dataset, name) -> ops.Operation:
-        return ops.apply_op(
-            "MakeIterator",
-            [dataset._variant, self._resource],
-            {"output_types": _attrs(self._structure)["output_types"]},
-            name=name,
-        )
+        with ops.colocate_with(self._resource.op):  # (TF's)
+            return ops.apply_op(
+                "MakeIterator",
+                [dataset._variant, self._resource],
+                {"output_types": _attrs(self._structure)["output_types"]},
+                name=name,
+            )
 
     def get_next(self, name=None):
         """The next element's tensors, structured as the dataset's elements."""
-        outs = ops.apply_op(
-            "IteratorGetNext",
-            [self._resource],
-            _attrs(self._structure),
-            name=name or "IteratorGetNext",
-        ).outputs
+        with ops.colocate_with(self._resource.op):  # (TF's)
+            outs = ops.apply_op(
+                "IteratorGetNext",
+                [self._resource],
+                _attrs(self._structure),
+                name=name or "IteratorGetNext",
+            ).outputs
         return _from_components(self._structure, list(outs))
 
     def get_next_as_optional(self):
         """The next element as a `tf.data.experimental.Optional`, empty at the end of the
         data (IteratorGetNextAsOptional) instead of raising OutOfRangeError."""
-        handle = ops.apply_op(
-            "IteratorGetNextAsOptional",
-            [self._resource],
-            _attrs(self._structure),
-            name="IteratorGetNextAsOptional",
-        ).outputs[0]
+        with ops.colocate_with(self._resource.op):  # (TF's)
+            handle = ops.apply_op(
+                "IteratorGetNextAsOptional",
+                [self._resource],
+                _attrs(self._structure),
+                name="IteratorGetNextAsOptional",
+            ).outputs[0]
         return Optional(handle, element_spec_of(self._structure))
 
     def string_handle(self, name=None):
@@ -196,6 +211,14 @@ def _flat_like_types(types, shapes) -> list:
 
 def _attrs(structure) -> dict:
     return _component_attrs(structure)
+
+
+def _iterator_v2(structure, shared_name):
+    """An IteratorV2 resource of elements `structure`."""
+    attrs = _attrs(structure)
+    attrs["shared_name"] = shared_name or ""
+    attrs["container"] = getattr(ops.get_default_graph(), "_container", "") or ""
+    return ops.apply_op("IteratorV2", [], attrs).outputs[0]
 
 
 def make_one_shot_iterator(dataset) -> Iterator:

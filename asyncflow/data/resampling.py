@@ -33,6 +33,11 @@ from asyncflow.ops import stateless_random_ops as srng
 __all__ = ["sample_from_datasets", "rejection_resample"]
 
 
+# TF's selector map of sample_from_datasets (an internal map, not DatasetV1.map): it
+# keeps the cardinality and runs its function on the calling thread.
+_SELECTOR = {"preserve_cardinality": True, "use_inter_op_parallelism": False}
+
+
 def sample_from_datasets(
     cls, datasets, weights, seed, stop_on_empty_dataset, rerandomize_each_iteration=None
 ):
@@ -52,7 +57,7 @@ def sample_from_datasets(
             return _pick(logits, seed)
 
         seeds = cls.random(seed, rerandomize_each_iteration).batch(2)
-        selector = cls.zip((logits_ds, seeds)).map(select_varying)
+        selector = cls.zip((logits_ds, seeds))._mapped(select_varying, None, attrs=_SELECTOR)
         return cls.choose_from_datasets(datasets, selector, stop_on_empty_dataset)
     if weights is None:
         logits = [[1.0] * len(datasets)]
@@ -89,7 +94,8 @@ def sample_from_datasets(
     def select_constant(seed):
         return _pick(logits, seed)
 
-    selector = cls.random(seed, rerandomize_each_iteration).batch(2).map(select_constant)
+    selector = cls.random(seed, rerandomize_each_iteration).batch(2)
+    selector = selector._mapped(select_constant, None, attrs=_SELECTOR)
     return cls.choose_from_datasets(datasets, selector, stop_on_empty_dataset)
 
 
@@ -119,9 +125,7 @@ def rejection_resample(cls, dataset, class_func, target_dist, initial_dist=None,
         accept_ds = both.map(lambda accept, _: accept)
         prob_original_ds = both.map(lambda _, prob: prob)
     filtered = _filter_ds(cls, dataset, accept_ds, initial_ds, class_func, seed).prefetch(3)
-    static = (
-        _prob_original_static(initial_dist, target_dist) if initial_dist is not None else None
-    )
+    static = _prob_original_static(initial_dist, target_dist) if initial_dist is not None else None
 
     def add_class_value(*x):
         return (class_func(*x), x[0]) if len(x) == 1 else (class_func(*x), x)

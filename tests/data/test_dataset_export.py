@@ -107,10 +107,20 @@ def test_serialized_graph_as_tf_writes_it(case):
     for mine, theirs in zip(ours, recorded["nodes"]):
         assert mine[4] is theirs[4] is False, mine[0]
         if theirs[3] is not None:
-            options, name = (bytes.fromhex(h) for h in theirs[3])
+            options = bytes.fromhex(theirs[3][0])
             assert bytes.fromhex(mine[3][0]) == options
-            # (eager TF names an unnamed dataset in its metadata; graph mode leaves it "")
-            assert bytes.fromhex(mine[3][1]) == (b"" if b"OptionsDataset:" in name else name)
+    # Dataset nodes: no device; metadata TF's name ("<op>:<id>" where none was given).
+    assert REC.serialized_datasets(gd) == recorded["datasets"]
+
+
+def test_serialized_metadata_ops_are_tfs():
+    """The dataset ops DatasetToGraph names in a metadata attr are those whose TF 2.21
+    OpDef has one (tests/fixtures/tf_op_attr_defaults.json)."""
+    from asyncflow.ops.dataset_graph import TF_METADATA_OPS
+
+    defaults = json.loads((FIXTURES / "tf_op_attr_defaults.json").read_text())
+    tfs = {op for op, attrs in defaults.items() if "Dataset" in op and "metadata" in attrs}
+    assert TF_METADATA_OPS == tfs
 
 
 @pytest.mark.parametrize("case", sorted(RECORDED["serialized"]))
@@ -121,11 +131,42 @@ def test_serialized_graph_tf_ran_reads_back(case):
     raw = (EXPORT / f"ours_serialized_{case}.pb").read_bytes()
     with tf.Graph().as_default():
         v = tf.raw_ops.DatasetFromGraph(graph_def=raw)
-        ds = tf.data.experimental.from_variant(v, tf.TensorSpec([], tf.int64))
+        ds = tf.data.experimental.from_variant(v, tf.TensorSpec(None, tf.int64))
         nxt = tf.data.make_one_shot_iterator(ds).get_next()
         got = []
         with tf.Session() as s:
             with pytest.raises(tf.errors.OutOfRangeError):
                 while True:
-                    got.append({"dtype": "int64", "value": int(s.run(nxt))})
+                    got.append(REC.plain(s.run(nxt)))
     assert got == recorded["values"]
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["iterators"]))
+def test_iterator_ops_as_tf_writes_them(case):
+    """TF colocates an iterator made from a dataset (its IteratorV2 or OneShotIterator,
+    MakeIterator, string handle and get_next) with the dataset, and from_structure's
+    and from_string_handle's make_initializer and get_next with the iterator; a
+    dataset's MakeIterator comes before its string handle."""
+    assert REC.iterator_nodes(tf, case) == RECORDED["iterators"][case]
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["names"]))
+def test_dataset_nodes_named_as_tf_names_them(case):
+    """The scalar constants (batch_size, drop_remainder, padding_value, row_shape,
+    normalize_element/component_<i>, ...) and dataset ops carry TF's names, in TF's
+    order."""
+    assert REC.dataset_nodes(tf, case) == RECORDED["names"][case]
+
+
+def test_serialized_defaults_are_tfs():
+    """The attr defaults DatasetToGraph writes out are those of TF 2.21's OpDefs of the
+    dataset ops (tests/fixtures/tf_op_attr_defaults.json)."""
+    from asyncflow.ops.dataset_graph import TF_DATASET_DEFAULTS
+
+    defaults = json.loads((FIXTURES / "tf_op_attr_defaults.json").read_text())
+    tfs = {
+        op: {k: v for k, v in attrs.items() if k != "metadata"}
+        for op, attrs in defaults.items()
+        if "Dataset" in op
+    }
+    assert TF_DATASET_DEFAULTS == {op: attrs for op, attrs in tfs.items() if attrs}

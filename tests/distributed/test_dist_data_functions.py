@@ -105,13 +105,16 @@ def test_a_dataset_sent_between_tasks_fails_the_step_at_once():
                 b = a * 3  # (task 0 -> task 1: the link the other way is not up yet)
                 ds = af.data.Dataset.range(3).repeat()
             with af.device("/job:worker/task:0"):
-                nxt = af.data.make_one_shot_iterator(ds).get_next()
+                # (an iterator made from the dataset is colocated with it, as TF's: one
+                # made apart and initialized with it takes the dataset across)
+                it = af.data.Iterator.from_structure(ds.output_types, ds.output_shapes)
+                init = it.make_initializer(ds)
                 c = b + 1  # (task 1 -> task 0)
             with af.Session(servers[0].target, config=config) as s:
                 assert s.run(b) == 6.0
                 for _ in range(2):  # the link opening, then open
                     with pytest.raises(af.errors.UnimplementedError, match="type Repeat"):
-                        s.run(nxt)
+                        s.run(init)
                 assert s.run(c) == 7.0  # the cluster still serves steps
     finally:
         for srv in servers:

@@ -32,7 +32,7 @@ def test_dataset_ops_run_once_per_session(local_server):
         calls.append(1)
         return x
 
-    building = {"PyFuncStateless", "TensorSliceDataset/TensorSliceDataset", "RepeatDataset"}
+    building = {"PyFuncStateless", "TensorSliceDataset", "RepeatDataset"}
     with af.Graph().as_default():
         x = af.numpy_function(count, [np.arange(6, dtype=np.float32)], af.float32, stateful=False)
         ds = af.data.Dataset.from_tensor_slices(x + 1).batch(2).repeat()
