@@ -147,11 +147,9 @@ def _sigmoid32(x, out=None):
     return _in_packets(x, out, _sigmoid_packets, _sigmoid_tail)
 
 
-def _sigmoid_packets(xs, ys):
-    """_sigmoid32's whole packets: xs into ys (which may be xs)."""
-    below = np.less(xs, _SIG_LO)  # (read before ys, which may be xs, is written)
-    t = np.minimum(xs, _SIG_HI)
-    np.multiply(t, _SIG_HALF, out=t)
+def _cody_waite(t):
+    """Eigen's exp reduction of float32 `t` (its buffer reused for r^2): m = floor(t
+    log2(e) + 1/2), r = t - m ln 2 in two parts, r^2; each a rounded float32 step."""
     m = np.multiply(t, _SIG_LOG2E)
     np.add(m, _SIG_HALF, out=m)
     np.floor(m, out=m)
@@ -159,7 +157,15 @@ def _sigmoid_packets(xs, ys):
     np.add(r, t, out=r)
     np.multiply(m, _SIG_C2, out=t)
     np.add(t, r, out=r)
-    r2 = np.multiply(r, r, out=t)
+    return m, r, np.multiply(r, r, out=t)
+
+
+def _sigmoid_packets(xs, ys):
+    """_sigmoid32's whole packets: xs into ys (which may be xs)."""
+    below = np.less(xs, _SIG_LO)  # (read before ys, which may be xs, is written)
+    t = np.minimum(xs, _SIG_HI)
+    np.multiply(t, _SIG_HALF, out=t)
+    m, r, r2 = _cody_waite(t)
     even = np.multiply(r2, _SIG_P4)
     np.add(even, _SIG_P2, out=even)
     p = np.multiply(r2, _SIG_P5)
@@ -303,14 +309,7 @@ def _exp32(x, out=None):
 def _exp_packets(xs, ys):
     """_exp32's whole packets: xs into ys (which may be xs)."""
     t = np.clip(xs, _SIG_LO, _EXP_HI)  # (NaN stays NaN; below -104: 2^m is 0)
-    m = np.multiply(t, _SIG_LOG2E)
-    np.add(m, _SIG_HALF, out=m)
-    np.floor(m, out=m)
-    r = np.multiply(m, _SIG_C1)
-    np.add(r, t, out=r)
-    np.multiply(m, _SIG_C2, out=t)
-    np.add(t, r, out=r)
-    r2 = np.multiply(r, r, out=t)
+    m, r, r2 = _cody_waite(t)
     even = np.multiply(r2, _EXP_P6, out=ys)  # (xs, which ys may be, is read: t)
     np.add(even, _EXP_P4, out=even)
     np.multiply(even, r2, out=even)
