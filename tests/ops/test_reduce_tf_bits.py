@@ -106,7 +106,7 @@ def test_the_ops_in_a_session_give_tfs_bits(cases, threads):
     config = tf.ConfigProto(intra_op_parallelism_threads=threads)
     picked = _session_cases(cases, threads)
     assert len(picked) > 20
-    with tf.Graph().as_default():
+    with tf.Graph().as_default(), tf.device("/cpu:0"):  # (CPU kernels: TF's CPU bits)
         feeds, fetches = {}, []
         for case, x, _ in picked:
             p = tf.placeholder(x.dtype, x.shape)
@@ -145,7 +145,7 @@ def test_a_fused_sum_to_gives_the_sum_ops_bits(monkeypatch):
             ]
             monkeypatch.setattr(graph_passes, "GRAPH_PASSES", passes)
         calls.clear()
-        with tf.Graph().as_default():
+        with tf.Graph().as_default(), tf.device("/cpu:0"):  # (the CPU's fusion)
             x = tf.placeholder(tf.float32, [None, 784])
             b = tf.placeholder(tf.float32, [None])  # (unknown: a SumTo of the program)
             y = tf.tanh(x + b) * x
