@@ -164,7 +164,10 @@ class InlineFunction:
                 # the function out of every later process's loops (seen while editing the
                 # sources with tests running); a failure costs its own process the check.
                 module_file = sys.modules[self._build.__module__].__file__
-                cached = jit_cache.read_verdict(self.name, module_file)
+                # (a verdict holds for one denormal mode: kept apart where kernels do not
+                # flush, ASYNCFLOW_FLUSH_DENORMALS=0 or another platform)
+                record = self.name if denormal.active() else f"{self.name}_unflushed"
+                cached = jit_cache.read_verdict(record, module_file)
                 try:
                     fn = self._build(numba)  # (lazy: numba compiles it at a loop's compile)
                     if cached is not True:
@@ -178,7 +181,7 @@ class InlineFunction:
                         finally:
                             denormal.leave(token)
                         if ok:
-                            jit_cache.write_verdict(self.name, module_file, ok)
+                            jit_cache.write_verdict(record, module_file, ok)
                     else:
                         ok = True
                     state["fn"] = fn
