@@ -81,3 +81,24 @@ def keras_v2_behavior(monkeypatch):
     from asyncflow import compat
 
     monkeypatch.setattr(compat, "_V2_BEHAVIOR", [True])
+
+
+@pytest.fixture
+def placement_log(monkeypatch):
+    """`placement_log()`: the placement log's lines ("name: (Type): device\\n") of the
+    sessions this test made, as the placer writes them, taken from the placer itself: the
+    GPU tests read devices from it, and capsys saw nothing of it in one xdist worker of
+    the suite once in two runs (the stderr lines themselves are tested with capfd in
+    test_multi_device and test_debugging_ns)."""
+    from asyncflow import placement
+
+    lines: list[str] = []
+    original = placement.Placer._log
+
+    def log(self, op, dev):
+        if self.log:
+            lines.append(f"{op.name}: ({op.type}): {dev.name}\n")
+        original(self, op, dev)
+
+    monkeypatch.setattr(placement.Placer, "_log", log)
+    return lambda: "".join(lines)

@@ -110,7 +110,7 @@ def test_without_cupy_there_is_no_gpu_and_asking_for_one_says_why(no_gpus):
 # -- placement --------------------------------------------------------------------------
 
 
-def test_ops_with_gpu_kernels_go_to_gpu0_and_the_rest_to_cpu(fake_gpus, capsys):
+def test_ops_with_gpu_kernels_go_to_gpu0_and_the_rest_to_cpu(fake_gpus, placement_log):
     fake_gpus(2)
     g = af.Graph()
     with g.as_default():
@@ -122,7 +122,7 @@ def test_ops_with_gpu_kernels_go_to_gpu0_and_the_rest_to_cpu(fake_gpus, capsys):
         got_y, got_s = sess.run([y, s], {x: np.array([[1.0, 2.0]], np.float32)})
     np.testing.assert_allclose(got_y, [[5.0, 0.0]])
     assert got_s == b"5.000000"
-    err = capsys.readouterr().err
+    err = placement_log()
     assert f"mm: (MatMul): {GPU0}\n" in err
     assert "str: (AsString): /job:localhost/replica:0/task:0/device:CPU:0\n" in err
 
@@ -392,13 +392,13 @@ def _example():
     return module
 
 
-def test_multi_gpu_towers_match_the_single_device_run(fake_gpus, capsys):
+def test_multi_gpu_towers_match_the_single_device_run(fake_gpus, placement_log):
     fake_gpus(2)
     example = _example()
     assert example.num_gpus() == 2
     single, single_vars = example.train(0)
     multi, multi_vars = example.train(2, log_placement=True)
-    err = capsys.readouterr().err
+    err = placement_log()
     # One tower per GPU, the shared variables and their update on the CPU.
     assert "tower_0/model/MatMul: (MatMul): /job:localhost/replica:0/task:0/device:GPU:0" in err
     assert "tower_1/model/MatMul: (MatMul): /job:localhost/replica:0/task:0/device:GPU:1" in err

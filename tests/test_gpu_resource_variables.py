@@ -50,7 +50,7 @@ def _devices(err: str, op_type: str) -> set:
     return found
 
 
-def test_create_read_and_assign_on_the_gpu(capsys):
+def test_create_read_and_assign_on_the_gpu(placement_log):
     with af.Graph().as_default():
         with af.device("/gpu:0"):
             v = af.Variable([1.0, 2.0, 3.0, 4.0], use_resource=True, name="v")
@@ -69,7 +69,7 @@ def test_create_read_and_assign_on_the_gpu(capsys):
         [2.5, 4.5, 6.5, 8.5],
         [2.5, 4.5, 6.5, 8.5],
     ]
-    err = capsys.readouterr().err
+    err = placement_log()
     for op_type in ("VarHandleOp", "AssignVariableOp", "AssignAddVariableOp",
                     "AssignSubVariableOp", "ReadVariableOp", "Mul"):  # fmt: skip
         assert _devices(err, op_type) == {GPU0}, op_type
@@ -108,9 +108,9 @@ def _scatter_program(dev):
             return [s.run(u).tolist() for u in updates]
 
 
-def test_scatters_with_duplicate_indices_on_the_gpu(capsys):
+def test_scatters_with_duplicate_indices_on_the_gpu(placement_log):
     got = _scatter_program("/gpu:0")
-    err = capsys.readouterr().err
+    err = placement_log()
     for kind in ("Add", "Sub", "Update", "Max", "Min", "Mul", "Div"):
         assert _devices(err, f"ResourceScatter{kind}") == {GPU0}, kind
     # TF 2.21
@@ -137,7 +137,7 @@ def test_integer_scatter_div_truncates_on_the_gpu():
             assert s.run(d).tolist() == [3, -3, -2]
 
 
-def test_embedding_lookup_and_its_sparse_update_on_the_gpu(capsys):
+def test_embedding_lookup_and_its_sparse_update_on_the_gpu(placement_log):
     with af.Graph().as_default():
         with af.device("/gpu:0"):
             emb = af.Variable(
@@ -154,7 +154,7 @@ def test_embedding_lookup_and_its_sparse_update_on_the_gpu(capsys):
             s.run(train)
             s.run(train)
             final = s.run(emb)
-    err = capsys.readouterr().err
+    err = placement_log()
     assert _devices(err, "ResourceGather") == {GPU0}
     assert _devices(err, "ResourceScatterSub") == {GPU0}  # the sparse SGD step
     # TF 2.21
@@ -221,10 +221,10 @@ def _train(dev, make):
 
 
 @pytest.mark.parametrize("name", sorted(_OPTIMIZERS))
-def test_optimizer_on_a_gpu_resource_variable_matches_the_cpu(name, capsys):
+def test_optimizer_on_a_gpu_resource_variable_matches_the_cpu(name, placement_log):
     make, _, want = _OPTIMIZERS[name]
     on_gpu, _ = _train("/gpu:0", make)
-    err = capsys.readouterr().err
+    err = placement_log()
     assert _placed(err, "v", "VarHandleOp") == GPU0
     assert any(line.endswith(f"): {GPU0}") and "/update_v/" in line for line in err.splitlines())
     assert all(CPU0 not in line for line in err.splitlines() if "/update_v/" in line)
@@ -286,7 +286,7 @@ def test_cond_and_while_loop_read_a_gpu_resource_variable():
     assert got == [20.0, 1.0, 8.0, 3, 3.5]  # TF 2.21
 
 
-def test_a_loop_on_the_cpu_passes_the_handle_of_a_gpu_variable(capsys):
+def test_a_loop_on_the_cpu_passes_the_handle_of_a_gpu_variable(placement_log):
     # The loop's primitives carry the handle (a host object) on the CPU; the reads and
     # updates inside join the variable on GPU:0.
     with af.Graph().as_default():
@@ -303,13 +303,13 @@ def test_a_loop_on_the_cpu_passes_the_handle_of_a_gpu_variable(capsys):
             s.run(af.global_variables_initializer())
             assert s.run(out)[1] == 5.0 + 7.0 + 9.0
             assert s.run(v).tolist() == [4.0, 5.0]
-    err = capsys.readouterr().err
+    err = placement_log()
     assert _placed(err, "while/AssignAddVariableOp/Enter", "Enter") == CPU0
     assert _placed(err, "while/AssignAddVariableOp", "AssignAddVariableOp") == GPU0
     assert _placed(err, "while/Read/ReadVariableOp", "ReadVariableOp") == GPU0
 
 
-def test_host_only_resources_stay_on_the_cpu(capsys):
+def test_host_only_resources_stay_on_the_cpu(placement_log):
     # A lookup table (string keys) and a queue have no GPU kernel: the placer puts them
     # on the CPU beside the GPU variables.
     with af.Graph().as_default():
@@ -325,7 +325,7 @@ def test_host_only_resources_stay_on_the_cpu(capsys):
             s.run([af.global_variables_initializer(), af.tables_initializer()])
             s.run(enq)
             assert s.run([y, q.dequeue()]) == [[2.0], 3.0]
-    err = capsys.readouterr().err
+    err = placement_log()
     assert _placed(err, "v", "VarHandleOp") == GPU0
     assert _placed(err, "fifo_queue", "FIFOQueueV2") == CPU0
     assert _placed(err, "hash_table", "HashTableV2") == CPU0
@@ -383,10 +383,10 @@ def _train_embedding(dev, make):
 
 
 @pytest.mark.parametrize("name", sorted(_SPARSE))
-def test_sparse_update_of_a_gpu_embedding_matches_the_cpu(name, capsys):
+def test_sparse_update_of_a_gpu_embedding_matches_the_cpu(name, placement_log):
     make, want = _SPARSE[name]
     on_gpu = _train_embedding("/gpu:0", make)
-    err = capsys.readouterr().err
+    err = placement_log()
     assert _devices(err, "VarHandleOp") == {GPU0}
     assert _devices(err, "Unique") == {GPU0}
     on_cpu = _train_embedding("/cpu:0", make)
