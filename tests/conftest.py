@@ -8,6 +8,7 @@ or without the `mkl` extra installed (many tests compare a kernel's bits with a 
 product's); tests/test_blas_mkl.py covers MKL's calls for one thread.
 """
 
+import gc
 import os
 
 os.environ["ASYNCFLOW_CHECK_KERNELS"] = "1"
@@ -109,7 +110,8 @@ def placement_log(monkeypatch):
 # One JSON file a process (each xdist worker, the controller): every numba compile that
 # was not loaded from the on-disk cache, with its function, its seconds, its nesting
 # depth (an inline function compiled inside a program's compile is depth 1) and the test
-# that was running; the subprocesses tests started; the times of the session's phases.
+# that was running; the subprocesses tests started; the garbage collector's time; the
+# times of the session's phases.
 # For measuring the suite's time; off by default.
 
 _COMPILE_LOG = os.environ.get("ASYNCFLOW_TEST_COMPILE_LOG")
@@ -141,6 +143,19 @@ def pytest_configure(config):
             log["compiles"].append([name, round(seconds, 4), depth.n, _current_test[0]])
 
     event.register("numba:compile", _Compiles())
+
+    log["gc"] = [[0, 0.0], [0, 0.0], [0, 0.0]]  # per generation: collections, seconds
+    gc_start = [0.0]
+
+    def gc_timer(phase, info):
+        if phase == "start":
+            gc_start[0] = time.perf_counter()
+        else:
+            entry = log["gc"][info["generation"]]
+            entry[0] += 1
+            entry[1] += time.perf_counter() - gc_start[0]
+
+    gc.callbacks.append(gc_timer)
     original_init = subprocess.Popen.__init__
 
     def init(self, args, *a, **k):
@@ -153,6 +168,11 @@ def pytest_configure(config):
 
 
 def pytest_collection_finish(session):
+    # The ~18,000 collected tests (their items, parameters, the test modules) live until
+    # the session ends: frozen, the garbage collector's full collections during the
+    # tests no longer walk them all each time (objects made later are collected as ever).
+    gc.collect()
+    gc.freeze()
     log = getattr(session.config, "_asyncflow_compiles", None)
     if log is not None:
         import time
