@@ -110,8 +110,8 @@ def placement_log(monkeypatch):
 # One JSON file a process (each xdist worker, the controller): every numba compile that
 # was not loaded from the on-disk cache, with its function, its seconds, its nesting
 # depth (an inline function compiled inside a program's compile is depth 1) and the test
-# that was running; the subprocesses tests started; the garbage collector's time; the
-# times of the session's phases.
+# that was running; the subprocesses tests started; the garbage collector's time; each
+# test's wall and CPU seconds; the times of the session's phases.
 # For measuring the suite's time; off by default.
 
 _COMPILE_LOG = os.environ.get("ASYNCFLOW_TEST_COMPILE_LOG")
@@ -183,6 +183,27 @@ def pytest_collection_finish(session):
 
 def pytest_runtest_logstart(nodeid, location):
     _current_test[0] = nodeid
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    log = getattr(item.config, "_asyncflow_compiles", None)
+    if log is None:
+        yield
+        return
+    import resource
+    import time
+
+    def now():
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.perf_counter(), time.process_time(), children[0] + children[1]
+
+    start = now()
+    yield
+    end = now()
+    # wall, this process's CPU, its waited-for children's CPU (all phases)
+    wall, cpu, child = (round(b - a, 3) for a, b in zip(start, end))
+    log.setdefault("tests", []).append([item.nodeid, wall, cpu, child])
 
 
 def pytest_unconfigure(config):
