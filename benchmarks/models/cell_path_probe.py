@@ -12,6 +12,7 @@ to the kernel's function, `evaluate` up to the compiled form's `run`, inside it 
 inputs made contiguous (`np.ascontiguousarray`) and the outputs allocated (`np.empty`),
 the numba loop's call (its dispatch and the loop), and the way back out; and the time
 from the kernel's return to the next kernel's entry (the executor's bookkeeping).
+`--ops BiasAddGrad ...`: the kernels of those op types timed whole as well.
 With `--again`, each call is followed at once by the same `evaluate` on the same inputs
 and by the same loop call on the same arrays: what the call costs on warm state.
 
@@ -69,6 +70,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--again", action="store_true")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--ops", nargs="*", default=[], help="op types to time whole as well")
     ap.add_argument("--attr", action="append", default=[], help="MODULE:NAME=VALUE, setting B")
     args = ap.parse_args(argv)
     tf = _tf("asyncflow")
@@ -193,6 +195,8 @@ def main(argv=None) -> int:
             _state["last_kind"] = None
             r = await fn(ctx, *a, **k)
             t1 = clock()
+            if ctx.op.type in args.ops:  # (a kernel of another type, timed whole)
+                T[f"op {ctx.op.type}"][_TOTAL].append(t1 - t0)
             if is_fused and _state["kind"] is not None:
                 T[_state["kind"]][_TOTAL].append(t1 - t0)
                 T[_state["kind"]]["8 kernel return to await's end"].append(t1 - _state["t_post"])
