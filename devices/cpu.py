@@ -612,6 +612,13 @@ class CPUDevice(Device):
             total += seconds
         return total
 
+    def runs_inline_now(self) -> bool:
+        """Whether `compute` would run a call inline on this thread now, with nothing
+        to decide but BLAS's threads: a caller-driven step, cores not shared between
+        devices, no side lanes.  A kernel whose work makes no BLAS call may then run
+        it through `cpu_budget.call_without_blas` itself (fused element-wise programs)."""
+        return not _share_count and not self.side_lanes and CALLER_DRIVES.get()
+
     def observe_kinds(self, timings) -> None:
         """Record `(kind_key, seconds)` pairs measured outside `compute`: a straight-line
         step's direct form (asyncflow.straight_line) makes its settled calls itself,

@@ -287,6 +287,12 @@ NotDifferentiable("_FusedElementwise")  # introduced after the gradients were bu
 
 # Below this many result elements the program runs inline (no errstate, no hop).
 _INLINE_ELEMENTS = 4096
+# A call's path kept short (cell_path_probe.py: an LSTM cell's program paid 15-40 us a
+# call in the step around its loop for these): no donation checks once the schedule's
+# compiled loop has run (it writes new arrays), and in a caller-driven step the
+# program runs through `cpu_budget.call_without_blas`, not `compute` and its BLAS
+# thread choice (it makes no BLAS call).  False: the general path (A/B).
+_LEAN = True
 
 
 @FusedElementwise.kernel(host_memory=("shapes",))
@@ -296,17 +302,30 @@ async def _fused_elementwise(ctx, *args):
         program = ctx.kernel_state["fused_program"] = _Program(ctx.op)
     xp = ctx.xp
     xs = args[: program.n_inputs]
-    key = tuple(x.shape for x in xs)
-    if len(args) > len(xs):  # SumTo targets: their values decide the schedule too
-        key += _targets(xp, args[len(xs) :], program.shape_of)
+    if program.by_shapes:  # (every SumTo target an input's own shape: one pass)
+        key = tuple(x.shape for x in args)
+    else:
+        key = tuple(x.shape for x in xs)
+        if len(args) > len(xs):  # SumTo targets: their values decide the schedule too
+            key += _targets(xp, args[len(xs) :], program.shape_of)
     schedule = program.schedules.get(key)
     if schedule is None:
         schedule = program.schedule(xp, xs, key)
-    donated = [
-        k for k in schedule.donatable if xs[k].dtype == program.dtype and ctx.may_forward(k, xs[k])
-    ]
+    if _LEAN and schedule.compiled:
+        donated = ()  # (its compiled loop writes new arrays; evaluate says when it ran)
+    else:
+        donated = [
+            k
+            for k in schedule.donatable
+            if xs[k].dtype == program.dtype and ctx.may_forward(k, xs[k])
+        ]
     if schedule.elements < _INLINE_ELEMENTS:
         out = program.evaluate(xp, schedule, donated, xs)
+    elif _LEAN and xp is np and getattr(ctx.device, "runs_inline_now", _never)():
+        # (what `compute` would do here, without its BLAS thread choice: none is made)
+        out = cpu_budget.call_without_blas(
+            _quiet, (xp, program.evaluate, xp, schedule, donated, xs)
+        )
     else:
         cost = schedule.elements * schedule.itemsize * (len(schedule.steps) + len(xs))
         out = await ctx.device.compute(
@@ -315,12 +334,15 @@ async def _fused_elementwise(ctx, *args):
     return out if len(out) > 1 else out[0]
 
 
+def _never() -> bool:
+    return False
+
+
 def _targets(xp, values, shape_of) -> tuple:
     """The SumTo targets: each value's own shape where `shape_of` says so, else the
     value (a shape vector, read on the host)."""
     return tuple(
-        tuple(v.shape) if of else tuple(int(d) for d in to_host(xp, v))
-        for v, of in zip(values, shape_of)
+        tuple(v.shape) if of else tuple(to_host(xp, v).tolist()) for v, of in zip(values, shape_of)
     )
 
 
@@ -346,6 +368,7 @@ class _Schedule:
         "temps",
         "jit",  # the program as one compiled loop (fused_elementwise_jit), or None
         "shape_only",  # [(result position, its view)] (`mark_shape_only_outputs`)
+        "compiled",  # whether `jit` has run (the kernel's donation checks are moot then)
     )
 
 
@@ -374,6 +397,8 @@ class _Program:
         n_shapes = len(attrs["Tshapes"])
         self.shape_of = list(attrs.get("shape_of") or ())[:n_shapes]
         self.shape_of += [0] * (n_shapes - len(self.shape_of))
+        # the schedule's key is the shapes of every input, targets' included (`_targets`)
+        self.by_shapes = all(self.shape_of)
         self.schedules: dict = {}
         self._bound: dict = {}  # xp -> (callables per instruction, literals on its device)
 
@@ -438,6 +463,7 @@ class _Program:
         sched.itemsize = self.dtype.itemsize
         sched.temps = []  # temporaries' arrays between runs (one set per concurrent run)
         sched.jit = _jit.compile_schedule(self, sched) if xp is np else None
+        sched.compiled = False
         if len(self.schedules) > 64:  # a service's varying batch sizes: keep it bounded
             self.schedules.clear()
         self.schedules[key] = sched
@@ -581,6 +607,7 @@ class _Program:
         if sched.jit is not None:
             out = sched.jit(xs)  # (packed: fused_elementwise_jit.compile_schedule)
             if out is not None:
+                sched.compiled = True
                 return self._with_shapes(xp, sched, out) if sched.shape_only else out
         fns, literals = self.bound(xp)
         dtype, shapes = self.dtype, sched.slot_shapes
