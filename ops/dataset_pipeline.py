@@ -421,6 +421,8 @@ class Function:
         # Of maps Dataset.map fused into this one call, the op names of each earlier
         # map's part (ops/dataset_ops.py's `_map_function`)
         self.earlier: tuple[frozenset, ...] = ()
+        # Of those maps and its own part, the tensors each reads (None: not known)
+        self.reads: tuple | None = None
 
     def in_earlier(self, exc: BaseException) -> bool:
         """Whether `exc` failed an op of an earlier map fused into this call."""

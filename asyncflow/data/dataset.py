@@ -208,6 +208,14 @@ class _Traced:
         own = frozenset(op.name for op in graph._ops[first_op:])
         self.earlier = () if after is None else (*after.earlier, after.own)
         self.own = own
+        # The earlier map's results as this part reads them, where all are tensors: the
+        # GraphDef writes this part apart, reading the earlier map's dataset, as TF's
+        # maps are (asyncflow/dataset_functions.py's `_export_apart`)
+        read = [] if after is None else _flat(after.structure)
+        self.read = read if read and all(type(x) is ops.Tensor for x in read) else None
+        # What each map fused into this call reads (None: not all tensors), first first:
+        # TF's noop elimination drops a map passing on what it reads (ops/dataset_paths)
+        self.reads = (list(self.inputs),) if after is None else (*after.reads, self.read)
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
         self.captures = dataset_ops.function_captures(self.fetches, self.inputs, self.first_id)
 
@@ -550,6 +558,9 @@ class Dataset:
             )
         if t.earlier:  # (read by its kernel: ops/dataset_ops.py's `_fused_maps`)
             out._variant.op._fused_maps = t.earlier
+            out._variant.op._fused_reads = t.reads
+            if t.read is not None:  # (export: the earlier map's op and results)
+                out._variant.op._fused_after = (self._variant.op, t.read)
         out._map = (src, t, num_parallel_calls)
         return out
 
