@@ -33,10 +33,7 @@ def _comparable(result):
 
 
 # Not words: what runs differs from TF's
-_GAPS = {
-    "interleave_over_map_errors": "the plain interleave's tolerant pass ends at its "
-    "function's error, where TF's goes on to the next input element",
-}
+_GAPS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
