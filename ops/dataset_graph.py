@@ -24,7 +24,12 @@ from google.protobuf import text_format
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.graph_io import graph_to_graph_def, import_graph_def, tensor_proto
+from asyncflow.graph_io import (
+    graph_to_graph_def,
+    import_graph_def,
+    register_graph_def_exporter,
+    tensor_proto,
+)
 from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
@@ -245,6 +250,37 @@ TF_DATASET_DEFAULTS = {
     },
     "TensorSliceDataset": {"is_files": "b: false", "replicate_on_split": "b: false"},
 }
+# Attrs of other ops that TF 2.21's OpDefs give a default and this registry does not
+# know (tests/fixtures/tf_op_attr_defaults.json)
+_TF_OTHER_DEFAULTS = {
+    "Equal": {"incompatible_shape_error": "b: true"},
+    "NotEqual": {"incompatible_shape_error": "b: true"},
+}
+
+
+def _with_tf_defaults(nd) -> None:
+    """TF's default attrs absent from NodeDef `nd`, written in (TF writes every attr
+    of a node its Python layer makes, at its default where not given)."""
+    if nd.op in TF_METADATA_OPS and "metadata" not in nd.attr:
+        nd.attr["metadata"].s = b""
+    for key, text in {
+        **TF_DATASET_DEFAULTS.get(nd.op, {}),
+        **_TF_OTHER_DEFAULTS.get(nd.op, {}),
+    }.items():
+        if key not in nd.attr:
+            text_format.Parse(text, nd.attr[key])
+
+
+def _function_defaults(graph, gd) -> None:
+    """The nodes of the GraphDef's functions (a dataset's map, filter, flat_map...
+    functions, a one-shot iterator's factory) with TF's default attrs, as TF writes
+    them."""
+    for f in gd.library.function:
+        for nd in f.node_def:
+            _with_tf_defaults(nd)
+
+
+register_graph_def_exporter(_function_defaults)
 
 
 def _dataset_of(arg):

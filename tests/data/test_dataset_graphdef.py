@@ -110,6 +110,25 @@ def test_fused_maps_written_apart_as_tf_writes_them(case):
     assert _map_inputs(g.as_graph_def()) == _map_inputs(_graph_def(FIXTURES / f"{case}.pb"))
 
 
+TF_DEFAULTS = json.loads((FIXTURES.parent / "tf_op_attr_defaults.json").read_text())
+
+
+@pytest.mark.parametrize("case", TF_RAN_OURS)
+def test_function_nodes_carry_tfs_default_attrs(case):
+    # (TF writes every attr of a node inside a function, at its OpDef's default where
+    # not given: our FunctionDefs write them too)
+    g, *_ = REC.build(tf, case)
+    gd = g.as_graph_def()
+    missing = {
+        (nd.op, key)
+        for f in gd.library.function
+        for nd in f.node_def
+        for key in TF_DEFAULTS.get(nd.op, {})
+        if key not in nd.attr
+    }
+    assert not missing
+
+
 def test_own_pipeline_round_trip_under_a_scope():
     g = tf.Graph()
     with g.as_default():
