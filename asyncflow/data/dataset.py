@@ -815,7 +815,13 @@ class Dataset:
         return self._then("ConcatenateDataset", [self._variant, dataset._variant], structure)
 
     def enumerate(self, start=0, name=None) -> Dataset:
-        return Dataset.zip((Dataset.range(start, np.iinfo(np.int64).max), self))
+        """(index, element) pairs, the indices from `start`: as TF's, a zip of a range
+        (through TF's RewriteDataset "replicate_on_split", which keeps its elements)
+        and this dataset."""
+        counter = Dataset.range(start, np.iinfo(np.int64).max)
+        rewrite = [counter._variant, "replicate_on_split"]  # (TF's RewriteDataset/rewrite_name)
+        counter = counter._then("RewriteDataset", rewrite, None, {}, name="RewriteDataset")
+        return Dataset.zip((counter, self))
 
     def shard(self, num_shards, index, name=None) -> Dataset:
         """Every `num_shards`-th element from the `index`-th on.
