@@ -760,10 +760,15 @@ class Dataset:
     def unbatch(self, name=None) -> Dataset:
         if extension_elements.has_extension(self._structure):
             return extension_elements.via_parts(self, lambda ds: ds.unbatch(), "_unbatch")
-        structure = self._map_specs(
+        src = self
+        if all(type(s) is _Spec for s in _flat(self._structure)):
+            # (TF's normalize_to_dense: a map of its dense components, an identity)
+            same = (lambda *x: x) if type(self._structure) is tuple else (lambda x: x)
+            src = self.map(same)
+        structure = src._map_specs(
             lambda s: _respec(s, s.shape[1:]) if s.shape.ndims else _respec(s, None)
         )
-        return self._then("UnbatchDataset", [self._variant], structure)
+        return src._then("UnbatchDataset", [src._variant], structure)
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True, name=None) -> Dataset:
         size = _i64(buffer_size, "buffer_size")
