@@ -42,6 +42,8 @@ arguments do not fit the node's capture types, is a ValueError naming the node.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from asyncflow.function_library import (
     _arg_type,
     _body_input,
@@ -384,7 +386,10 @@ def _export_functions(graph, gd) -> None:
     by_name = {nd.name: nd for nd in gd.node}
     owned: set[str] = set()
     counter = [0]
-    lifted_inputs: dict = {}  # op name -> [(position, lifted tensors)]: _capture_lifted
+    # op name -> [(position, lifted tensors)]: _capture_lifted; [(None, inputs)]: the
+    # inputs of a map written apart from the earlier one fused into it (_export_apart)
+    lifted_inputs: dict = {}
+    exported: set[str] = set()
     for op in ops_:
         prefixes = _function_prefixes(op)
         if not prefixes or op.name not in by_name:
@@ -392,6 +397,20 @@ def _export_functions(graph, gd) -> None:
         nd = by_name[op.name]
         before = NodeDef()
         before.CopyFrom(nd)
+        apart = getattr(op, "_fused_after", None)
+        if apart is not None and apart[0].name in exported:
+            try:
+                fname, own = _export_apart(graph, op, gd, by_name, counter, lifted_inputs)
+            except _CannotExport:
+                nd.CopyFrom(before)  # (its fused call's function, as below)
+                lifted_inputs.pop(op.name, None)
+            else:
+                for suffix in FUNCTION_LIST_ATTRS:
+                    del nd.attr["f" + suffix]
+                nd.attr["f"].func.name = fname
+                owned |= own
+                exported.add(op.name)
+                continue
         try:
             converted = [
                 _export_one(graph, op, p, gd, by_name, counter, lifted_inputs) for p in prefixes
@@ -415,9 +434,11 @@ def _export_functions(graph, gd) -> None:
             )
             nd.attr[attr].func.name = fname
             owned |= own
+        exported.add(op.name)
+    apart = {k: v for k, v in lifted_inputs.items() if v[0][0] is None}
     for op in ops_:
         if op.type == "OneShotIterator" and op.name in by_name and op.inputs:
-            _export_one_shot(op, by_name, gd)
+            _export_one_shot(op, by_name, gd, apart)
     for nd in [*gd.node, *(b for f in gd.library.function for b in f.node_def)]:
         for key in _OURS_ONLY.get(nd.op, ()):
             if key in nd.attr:
@@ -505,6 +526,24 @@ def _export_one(graph, op, prefix, gd, by_name, counter, lifted_inputs: dict):
     body = _walk_back([t.op for t in outputs] + controls, stops, by_name, lifted, lifted_inputs)
     if lifted:  # (TF's form: made outside the function, its handle a captured value)
         _capture_lifted(op, prefix, body, lifted, captures, lifted_inputs)
+    fn = _Fn(inputs, outputs, controls, captures, body)
+    return _write_function(op, prefix, fn, gd, by_name, counter, lifted_inputs)
+
+
+class _Fn(NamedTuple):
+    """A traced function's tensors as a FunctionDef writes them."""
+
+    inputs: list
+    outputs: list
+    controls: list
+    captures: list
+    body: list
+
+
+def _write_function(op, prefix: str, fn: _Fn, gd, by_name, counter, lifted_inputs: dict):
+    """`fn` into `gd`'s library as the FunctionDef of `op`'s attr `prefix`: (its name,
+    the graph's nodes that are its own)."""
+    inputs, outputs, controls, captures, body = fn
     counter[0] += 1
     fdef = FunctionDef()
     sig = fdef.signature
@@ -544,6 +583,50 @@ def _export_one(graph, op, prefix, gd, by_name, counter, lifted_inputs: dict):
     return sig.name, _owned(op, inputs, body)
 
 
+def _export_apart(graph, op, gd, by_name, counter, lifted_inputs: dict):
+    """A map Dataset.map fused with the map before it into one call, written as TF
+    writes the two (`op._fused_after`: the earlier map's op, already written, and its
+    results as this map's part of the call reads them): this node reads the earlier
+    map's dataset, and its function is its own part, those results its arguments, the
+    captures it uses its captured values.  Into `lifted_inputs`, the node's inputs as
+    written (a function or one-shot iterator around it walks them).  Where the part
+    reads more of the earlier map than its results, or makes a lifted resource,
+    _CannotExport: the node keeps its fused call's function, as TF runs it alike."""
+    earlier_op, read = op._fused_after
+    earlier = frozenset().union(*op._fused_maps)
+    get = graph.get_tensor_by_name
+    try:
+        outputs = [get(n) for n in op._attrs["f_outputs"]]
+        all_captures = [get(n) for n in op._attrs["f_captures"]]
+    except (KeyError, ValueError):
+        raise _CannotExport(op.name) from None
+    if any(t.op.name not in earlier for t in read):
+        raise _CannotExport(op.name)
+    stops = earlier | {t.op.name for t in all_captures}
+    body = _walk_back([t.op for t in outputs], stops, by_name)
+    if any(getattr(o, "_lifted", False) for o in body):
+        raise _CannotExport(op.name)
+    used = {t.name for o in body for t in o.inputs} | {t.name for t in outputs}
+    used_ops = {c.name for o in body for c in o.control_inputs}
+    captures = [c for c in all_captures if c.name in used or c.op.name in used_ops]
+    known = {t.name for t in read + captures}
+    read_there = [*(t for o in body for t in o.inputs), *outputs]
+    if any(t.name not in known for t in read_there if t.op.name in earlier):
+        raise _CannotExport(op.name)  # (another tensor of the earlier map's)
+    n = len(all_captures)
+    inputs = [earlier_op.outputs[0], *captures, *list(op.inputs)[1 + n :]]
+    lifted_inputs[op.name] = [(None, inputs)]
+    nd = by_name[op.name]
+    controls = [t for t in nd.input if t.startswith("^")]
+    del nd.input[:]
+    nd.input.extend([*map(_tensor_name, inputs), *controls])
+    types = [t.dtype.base_dtype.as_datatype_enum for t in captures]
+    del nd.attr["Targuments"].list.type[:]
+    nd.attr["Targuments"].list.type.extend(types)
+    fn = _Fn(list(read), outputs, [], captures, body)
+    return _write_function(op, "f", fn, gd, by_name, counter, lifted_inputs)
+
+
 def _owned(op, inputs, body) -> set[str]:
     """The function's own nodes: its argument placeholders, the ops depending on them,
     and body ops nothing outside the function uses."""
@@ -570,17 +653,18 @@ def _owned(op, inputs, body) -> set[str]:
     return candidates
 
 
-def _export_one_shot(op, by_name, gd) -> None:
-    """OneShotIterator: its dataset input as TF's `dataset_factory` function."""
+def _export_one_shot(op, by_name, gd, apart: dict) -> None:
+    """OneShotIterator: its dataset input as TF's `dataset_factory` function (`apart`:
+    the inputs of maps written apart, _export_apart)."""
     root = op.inputs[0]
     try:
-        body = _walk_back([root.op], {}, by_name)
+        body = _walk_back([root.op], {}, by_name, None, apart)
     except _CannotExport:
         return  # (a fed or stateful input: keep asyncflow's form)
     fdef = FunctionDef()
     fdef.signature.name = f"_make_dataset_{_sanitize(op.name)}"
     names: dict[str, str] = {}
-    _add_body(fdef, body, names, by_name, {})
+    _add_body(fdef, body, names, by_name, {}, apart)
     out = fdef.signature.output_arg.add()
     out.name = "handle"
     out.type = _VARIANT
@@ -620,10 +704,12 @@ def _walk_back(
 
 def _with_lifted(op, lifted_inputs: dict | None) -> list:
     """`op`'s data inputs with the lifted resources its functions capture
-    (`_capture_lifted`) at their places."""
+    (`_capture_lifted`) at their places; a map written apart, its inputs as written."""
     added = lifted_inputs.get(op.name) if lifted_inputs else None
     if not added:
         return list(op.inputs)
+    if added[0][0] is None:  # (_export_apart)
+        return list(added[0][1])
     inputs = list(op.inputs)
     for pos, tensors in sorted(added, key=lambda e: -e[0]):  # (later places first)
         inputs[pos:pos] = tensors

@@ -24,7 +24,12 @@ from google.protobuf import text_format
 
 from asyncflow import errors, tensor_shape
 from asyncflow import graph as ops
-from asyncflow.graph_io import graph_to_graph_def, import_graph_def, tensor_proto
+from asyncflow.graph_io import (
+    graph_to_graph_def,
+    import_graph_def,
+    register_graph_def_exporter,
+    tensor_proto,
+)
 from asyncflow.ops import dataset_more as dsm
 from asyncflow.ops import dataset_ops as dso
 from asyncflow.ops import dataset_pipeline as pl
@@ -245,6 +250,37 @@ TF_DATASET_DEFAULTS = {
     },
     "TensorSliceDataset": {"is_files": "b: false", "replicate_on_split": "b: false"},
 }
+# Attrs of other ops that TF 2.21's OpDefs give a default and this registry does not
+# know (tests/fixtures/tf_op_attr_defaults.json)
+_TF_OTHER_DEFAULTS = {
+    "Equal": {"incompatible_shape_error": "b: true"},
+    "NotEqual": {"incompatible_shape_error": "b: true"},
+}
+
+
+def _with_tf_defaults(nd) -> None:
+    """TF's default attrs absent from NodeDef `nd`, written in (TF writes every attr
+    of a node its Python layer makes, at its default where not given)."""
+    if nd.op in TF_METADATA_OPS and "metadata" not in nd.attr:
+        nd.attr["metadata"].s = b""
+    for key, text in {
+        **TF_DATASET_DEFAULTS.get(nd.op, {}),
+        **_TF_OTHER_DEFAULTS.get(nd.op, {}),
+    }.items():
+        if key not in nd.attr:
+            text_format.Parse(text, nd.attr[key])
+
+
+def _function_defaults(graph, gd) -> None:
+    """The nodes of the GraphDef's functions (a dataset's map, filter, flat_map...
+    functions, a one-shot iterator's factory) with TF's default attrs, as TF writes
+    them."""
+    for f in gd.library.function:
+        for nd in f.node_def:
+            _with_tf_defaults(nd)
+
+
+register_graph_def_exporter(_function_defaults)
 
 
 def _dataset_of(arg):
@@ -304,14 +340,34 @@ def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> Graph
                 None, None, f"Cannot serialize dataset {type(v).__name__}: no op made it"
             )
         op, args = built
+        written[id(v)] = write_op(op, dict(zip(op.inputs, args)), v, True)
+        return written[id(v)]
+
+    def write_op(op, values: dict, v, top: bool) -> str:
+        """`op`'s node, its inputs' `values` (tensor -> what the kernel took) written
+        before it: a dataset's node, another's value a constant.  A map Dataset.map
+        fused with the earlier one is written apart from it, as the full GraphDef has
+        it (asyncflow/dataset_functions.py's `_export_apart`): the earlier map's node
+        from the same values (its input and captures are the fused op's); `top`: `op`
+        made `v`."""
+        nd_full = by_name[op.name]
+        apart = getattr(op, "_fused_after", None)
         inputs = []
-        for t, a in zip(op.inputs, args):
-            inner = _dataset_of(a)
+        for t in _node_inputs(op, nd_full, apart):
+            if apart is not None and t is apart[0].outputs[0]:  # (the earlier map's)
+                inputs.append(write_op(t.op, values, v, False))
+                continue
+            if t not in values:
+                raise errors.UnimplementedError(
+                    None, None, f"Cannot serialize dataset {type(v).__name__}: no value "
+                    f"for {t.name}"
+                )  # fmt: skip
+            inner = _dataset_of(values[t])
             if inner is not None:
                 inputs.append(write(inner))
                 continue
             c = out.node.add(name=f"Const/_{len(out.node)}", op="Const")
-            arr = np.asarray(a)
+            arr = np.asarray(values[t])
             c.attr["dtype"].type = t.dtype.base_dtype.as_datatype_enum
             tensor_proto(arr, c.attr["value"].tensor)
             c.attr["value"].tensor.dtype = t.dtype.base_dtype.as_datatype_enum
@@ -319,7 +375,7 @@ def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> Graph
         if len(out.node) > _MAX_NODES:
             raise errors.ResourceExhaustedError(None, None, "The dataset's graph is too big")
         nd = out.node.add()
-        nd.CopyFrom(by_name[op.name])
+        nd.CopyFrom(nd_full)
         nd.name = f"{op.type}/_{len(out.node) - 1}"
         del nd.input[:]
         nd.input.extend(inputs)
@@ -328,11 +384,11 @@ def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> Graph
         nd.device = ""  # (TF writes its dataset ops anew, with no device)
         if nd.op in TF_METADATA_OPS and not nd.attr["metadata"].s:
             # (TF: the name its kernel gave a dataset without one, "<op>:<id>")
-            nd.attr["metadata"].s = length_delimited(1, dso.dataset_name(v, op).encode())
+            name = dso.dataset_name(v, op) if top else f"{op.type}:0"  # (v: the fused map's)
+            nd.attr["metadata"].s = length_delimited(1, name.encode())
         for key, text in TF_DATASET_DEFAULTS.get(nd.op, {}).items():
             if key not in nd.attr:  # (TF writes every attr of its dataset ops)
                 text_format.Parse(text, nd.attr[key])
-        written[id(v)] = nd.name
         return nd.name
 
     last = write(value)
@@ -342,6 +398,18 @@ def dataset_graph_def(ctx, value: pl.DatasetValue, strip_devices: bool) -> Graph
     out.library.function.extend(_functions_used(out.node, full.library))
     out.versions.CopyFrom(full.versions)
     return out
+
+
+def _node_inputs(op, nd, apart) -> list:
+    """The tensors `op`'s NodeDef `nd` reads: `op`'s inputs, or where `nd` reads the
+    earlier map's dataset (`apart`: `op._fused_after`), that dataset and the inputs
+    named after it."""
+    if apart is None or not nd.input or nd.input[0] != apart[0].name:
+        return list(op.inputs)
+    by_name = {t.name: t for t in op.inputs}
+    by_name[f"{apart[0].name}:0"] = apart[0].outputs[0]
+    data = [n if ":" in n else f"{n}:0" for n in nd.input if not n.startswith("^")]
+    return [by_name[n] for n in data]
 
 
 async def _to_graph(ctx, ds):

@@ -291,6 +291,7 @@ def _map_function(ctx, captured) -> pl.Function:
     maps', as TF runs them apart)."""
     fn = _function(ctx, captured)
     fn.earlier = getattr(ctx.op, "_fused_maps", ())
+    fn.reads = getattr(ctx.op, "_fused_reads", None)  # (what each part reads)
     return fn
 
 

@@ -268,9 +268,41 @@ def _parts(fn) -> list[tuple[bool, bool]]:
         hit = fn.__dict__["_tf_parts"] = [
             (any(_stateful(o) for o in g), all(_folds_away(o) for o in g)) for g in groups
         ]
-        if len(fn.outputs) != len(fn.inputs):
-            hit[-1] = (hit[-1][0], False)
+        # (an identity passes on what it reads, in order: `fn.reads`, each part's)
+        reads = fn.__dict__.get("reads") or (list(fn.inputs),)
+        if len(reads) != len(groups):
+            if len(fn.outputs) != len(fn.inputs):
+                hit[-1] = (hit[-1][0], False)
+            return hit
+        results = [*reads[1:], list(fn.outputs)]
+        for j, (stateful, identity) in enumerate(hit):
+            if identity and reads[j] is not None and results[j] is not None:
+                hit[j] = (stateful, _passes_on(reads[j], results[j]))
     return hit
+
+
+def _passes_on(reads: list, results: list) -> bool:
+    """Whether `results` are `reads`, in order, through ops that fold away."""
+    if len(reads) != len(results):
+        return False
+    return all(_through(r).name == a.name for a, r in zip(reads, results, strict=True))
+
+
+def _through(t):
+    """`t` back through Identity and x + 0, x - 0, x * 1 (`_folds_away`)."""
+    for _ in range(64):  # (a bound: no op chain in a map's function is longer here)
+        op = t.op
+        if op.type == "Identity" and op.inputs:
+            t = op.inputs[0]
+            continue
+        neutral = _NEUTRAL.get(op.type)
+        if neutral is None or not _folds_away(op):
+            return t
+        rest = [x for x in op.inputs if not _is_scalar_const(x, neutral)]
+        if len(rest) != 1:
+            return t
+        t = rest[0]
+    return t
 
 
 def _body(fn) -> list:

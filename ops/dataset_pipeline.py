@@ -421,6 +421,8 @@ class Function:
         # Of maps Dataset.map fused into this one call, the op names of each earlier
         # map's part (ops/dataset_ops.py's `_map_function`)
         self.earlier: tuple[frozenset, ...] = ()
+        # Of those maps and its own part, the tensors each reads (None: not known)
+        self.reads: tuple | None = None
 
     def in_earlier(self, exc: BaseException) -> bool:
         """Whether `exc` failed an op of an earlier map fused into this call."""
@@ -810,8 +812,8 @@ class Interleave(_PassesFailed, DatasetValue):
 
     async def _in_turn(self, env):
         """The plain InterleaveDataset's tolerant pass: as TF's, a slot opens its next
-        input element when its turn comes; an error (the input's, or an inner
-        stream's) is that call's and the turn stays where it is."""
+        input element when its turn comes; an error (the input's, its function's, or an
+        inner stream's) is that call's and the turn stays where it is."""
         source = _pass_of(self.input, env)
         slots: list = [None] * self.cycle
         live, exhausted, i, n = 0, False, 0, 0
@@ -835,7 +837,11 @@ class Interleave(_PassesFailed, DatasetValue):
                     try:
                         (inner,) = await self.fn(env, elem)
                     except Exception as e:
-                        _raise_in_function(self.fn, "Interleave", e, env, self)
+                        if not _element_error(e):
+                            _raise_in_function(self.fn, "Interleave", e, env, self)
+                        # (TF's: that input is spent, the slot opens the next at its turn)
+                        yield Failed(in_function(self.fn, "Interleave", e, env, self))
+                        continue
                     env.open_inner(self, i, i, inner := _dataset_of(inner))
                     s = slots[i] = _pass_of(inner, env)
                     live, n = live + 1, 0

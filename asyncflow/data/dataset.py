@@ -208,6 +208,14 @@ class _Traced:
         own = frozenset(op.name for op in graph._ops[first_op:])
         self.earlier = () if after is None else (*after.earlier, after.own)
         self.own = own
+        # The earlier map's results as this part reads them, where all are tensors: the
+        # GraphDef writes this part apart, reading the earlier map's dataset, as TF's
+        # maps are (asyncflow/dataset_functions.py's `_export_apart`)
+        read = [] if after is None else _flat(after.structure)
+        self.read = read if read and all(type(x) is ops.Tensor for x in read) else None
+        # What each map fused into this call reads (None: not all tensors), first first:
+        # TF's noop elimination drops a map passing on what it reads (ops/dataset_paths)
+        self.reads = (list(self.inputs),) if after is None else (*after.reads, self.read)
         one_shot.note_traced(graph, first_id)  # (what a one-shot iterator may capture)
         self.captures = dataset_ops.function_captures(self.fetches, self.inputs, self.first_id)
 
@@ -550,6 +558,9 @@ class Dataset:
             )
         if t.earlier:  # (read by its kernel: ops/dataset_ops.py's `_fused_maps`)
             out._variant.op._fused_maps = t.earlier
+            out._variant.op._fused_reads = t.reads
+            if t.read is not None:  # (export: the earlier map's op and results)
+                out._variant.op._fused_after = (self._variant.op, t.read)
         out._map = (src, t, num_parallel_calls)
         return out
 
@@ -749,10 +760,15 @@ class Dataset:
     def unbatch(self, name=None) -> Dataset:
         if extension_elements.has_extension(self._structure):
             return extension_elements.via_parts(self, lambda ds: ds.unbatch(), "_unbatch")
-        structure = self._map_specs(
+        src = self
+        if all(type(s) is _Spec for s in _flat(self._structure)):
+            # (TF's normalize_to_dense: a map of its dense components, an identity)
+            same = (lambda *x: x) if type(self._structure) is tuple else (lambda x: x)
+            src = self.map(same)
+        structure = src._map_specs(
             lambda s: _respec(s, s.shape[1:]) if s.shape.ndims else _respec(s, None)
         )
-        return self._then("UnbatchDataset", [self._variant], structure)
+        return src._then("UnbatchDataset", [src._variant], structure)
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True, name=None) -> Dataset:
         size = _i64(buffer_size, "buffer_size")
@@ -804,7 +820,13 @@ class Dataset:
         return self._then("ConcatenateDataset", [self._variant, dataset._variant], structure)
 
     def enumerate(self, start=0, name=None) -> Dataset:
-        return Dataset.zip((Dataset.range(start, np.iinfo(np.int64).max), self))
+        """(index, element) pairs, the indices from `start`: as TF's, a zip of a range
+        (through TF's RewriteDataset "replicate_on_split", which keeps its elements)
+        and this dataset."""
+        counter = Dataset.range(start, np.iinfo(np.int64).max)
+        rewrite = [counter._variant, "replicate_on_split"]  # (TF's RewriteDataset/rewrite_name)
+        counter = counter._then("RewriteDataset", rewrite, None, {}, name="RewriteDataset")
+        return Dataset.zip((counter, self))
 
     def shard(self, num_shards, index, name=None) -> Dataset:
         """Every `num_shards`-th element from the `index`-th on.

@@ -155,6 +155,9 @@ def _subgraph(op) -> list | None:
             stack.extend(g.get_tensor_by_name(n).op for n in ins)
         stack.extend(t.op for t in o.inputs)
         stack.extend(o.control_inputs)
+        apart = getattr(o, "_fused_after", None)
+        if apart is not None:  # (the earlier map, as the GraphDef writes a fused map's)
+            stack.append(apart[0])
     if not has_source:
         return None
     for o in seen.values():  # every placeholder is a function's argument
@@ -171,6 +174,9 @@ def _graph_bytes(op, ops_needed) -> bytes:
         if n.name in by_name:
             sub.node.add().CopyFrom(n)
             fused = getattr(by_name[n.name], "_fused_maps", ())
+            apart = getattr(by_name[n.name], "_fused_after", None)
+            if apart is not None and n.input[0].split(":")[0] == apart[0].name:
+                fused = ()  # (written apart from the earlier map, as TF writes them)
             if fused:  # (the worker's map words an earlier map's error as that map's)
                 parts = [",".join(sorted(map(_node_name, p))).encode() for p in fused]
                 sub.node[-1].attr[w.FUSED_MAPS_ATTR].list.s.extend(parts)

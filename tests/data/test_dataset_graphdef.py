@@ -94,6 +94,41 @@ def test_export_still_writes_what_tf_ran(case):
     assert _shape_of(g.as_graph_def()) == _shape_of(_graph_def(FIXTURES / f"ours_{case}.pb"))
 
 
+def _map_inputs(gd) -> list:
+    """Each MapDataset node's name and its input's, where that is a MapDataset too."""
+    by_name = {nd.name: nd for nd in gd.node}
+    maps = [(nd.name, by_name[nd.input[0].split(":")[0]]) for nd in gd.node
+            if nd.op == "MapDataset"]  # fmt: skip
+    return sorted((n, b.name if b.op == "MapDataset" else None) for n, b in maps)
+
+
+@pytest.mark.parametrize("case", ["text_lines", "tfrecord_parse"])
+def test_fused_maps_written_apart_as_tf_writes_them(case):
+    # (Dataset.map fuses a map of a map into one call; the GraphDef has TF's two maps,
+    # the second reading the first, each with its own function)
+    g, *_ = REC.build(tf, case)
+    assert _map_inputs(g.as_graph_def()) == _map_inputs(_graph_def(FIXTURES / f"{case}.pb"))
+
+
+TF_DEFAULTS = json.loads((FIXTURES.parent / "tf_op_attr_defaults.json").read_text())
+
+
+@pytest.mark.parametrize("case", TF_RAN_OURS)
+def test_function_nodes_carry_tfs_default_attrs(case):
+    # (TF writes every attr of a node inside a function, at its OpDef's default where
+    # not given: our FunctionDefs write them too)
+    g, *_ = REC.build(tf, case)
+    gd = g.as_graph_def()
+    missing = {
+        (nd.op, key)
+        for f in gd.library.function
+        for nd in f.node_def
+        for key in TF_DEFAULTS.get(nd.op, {})
+        if key not in nd.attr
+    }
+    assert not missing
+
+
 def test_own_pipeline_round_trip_under_a_scope():
     g = tf.Graph()
     with g.as_default():
