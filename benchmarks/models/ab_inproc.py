@@ -43,16 +43,11 @@ def _number(text: str):
         return float(text)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model", choices=sorted(MODELS))
-    ap.add_argument("--attr", required=True, action="append", help="MODULE:NAME=VALUE, setting B")
-    ap.add_argument("--rounds", type=int, default=40)
-    ap.add_argument("--steps", type=int, default=10)
-    args = ap.parse_args(argv)
-    tf = _tf("asyncflow")
-    settings = []  # (module, name, (A's value, B's value))
-    for spec in args.attr:
+def attr_settings(specs: list[str]):
+    """`--attr MODULE:NAME=VALUE` specs as [(module, name, (A's value, B's value))], and
+    `use(j)`, which sets every one to side j's value (0: A, 1: B)."""
+    settings = []
+    for spec in specs:
         target, text = spec.split("=", 1)
         mod_name, attr = target.split(":")
         mod = importlib.import_module(mod_name)
@@ -62,12 +57,30 @@ def main(argv=None) -> int:
         for mod, attr, values in settings:
             setattr(mod, attr, values[j])
 
+    return settings, use
+
+
+def model_graph(tf, model: str):
+    """models.py's `model` in a graph of its own: (graph, feeds, train, init, 4 feed
+    dicts), the same values every time (seed 0)."""
     rng = np.random.default_rng(0)
     graph = tf.Graph()
     with graph.as_default():
-        feeds, train, _, batch = MODELS[args.model](tf, rng)
+        feeds, train, _, batch = MODELS[model](tf, rng)
         init = tf.global_variables_initializer()
-    batches = [dict(zip(feeds, batch())) for _ in range(4)]
+    return graph, feeds, train, init, [dict(zip(feeds, batch())) for _ in range(4)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", choices=sorted(MODELS))
+    ap.add_argument("--attr", required=True, action="append", help="MODULE:NAME=VALUE, setting B")
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--steps", type=int, default=10)
+    args = ap.parse_args(argv)
+    tf = _tf("asyncflow")
+    _, use = attr_settings(args.attr)
+    graph, _, train, init, batches = model_graph(tf, args.model)
     sessions = []
     try:
         for j in (0, 1):

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib
 import statistics
 import sys
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
+from ab_inproc import attr_settings, model_graph  # noqa: E402
 from models import MODELS, _tf  # noqa: E402
 
 clock = time.perf_counter
@@ -221,24 +221,8 @@ def main(argv=None) -> int:
 
     base.Device.kernel_for = kernel_for
 
-    settings = []  # (module, name, (A's value, B's value)): as ab_inproc.py's --attr
-    for spec in args.attr:
-        target, text = spec.split("=", 1)
-        mod_name, attr = target.split(":")
-        mod = importlib.import_module(mod_name)
-        value = text == "True" if text in ("True", "False") else float(text)
-        settings.append((mod, attr, (getattr(mod, attr), value)))
-
-    def use(j: int) -> None:
-        for mod, attr, values in settings:
-            setattr(mod, attr, values[j])
-
-    rng = np.random.default_rng(0)
-    graph = tf.Graph()
-    with graph.as_default():
-        feeds, train, _, batch = MODELS[args.model](tf, rng)
-        init = tf.global_variables_initializer()
-    batches = [dict(zip(feeds, batch())) for _ in range(4)]
+    settings, use = attr_settings(args.attr)  # (ab_inproc.py's --attr)
+    graph, feeds, train, init, batches = model_graph(tf, args.model)
     sides = (0, 1) if settings else (0,)
     sessions, steps, per = [], [[], []], [{}, {}]
     try:
