@@ -14,6 +14,7 @@ import pytest
 
 import asyncflow as af
 from asyncflow import frames, kernel_api, lowering
+from asyncflow.ops import fused_elementwise
 from asyncflow.ops.control_flow_ops import while_loop
 
 _N = 4  # iterations
@@ -21,7 +22,12 @@ _N = 4  # iterations
 
 @pytest.fixture
 def taken(monkeypatch):
-    """{(node name, input position): [whether it might be taken over, per ask]}."""
+    """{(node name, input position): [whether it might be taken over, per ask]}.
+
+    A fused program whose compiled loop has run asks no more (its loop writes new
+    arrays: ops/fused_elementwise.py `_LEAN`); here every call asks, so that what the
+    loop would allow is seen in every iteration whether or not numba has compiled it."""
+    monkeypatch.setattr(fused_elementwise, "_LEAN", False)
     seen: dict = {}
     real = kernel_api.KernelContext.may_forward
 
