@@ -583,14 +583,20 @@ def _channel_axis(data_format: str, rank: int) -> int:
     return 1 if data_format == "NCHW" else rank - 1
 
 
+def _check_bias_rank(value, data_format) -> None:
+    """TF's shape check of BiasAdd and BiasAddGrad: rank >= 2, and >= 3 for NCHW (its
+    kernels take a rank-2 NCHW value whose rank was unknown when built, as TF's do)."""
+    fmt = data_format.decode() if isinstance(data_format, bytes) else data_format
+    least = 3 if fmt == "NCHW" else 2
+    if value.ndims is not None and value.ndims < least:
+        raise ValueError(f"Shape must be at least rank {least} but is rank {value.ndims}")
+
+
 def _bias_add_shape(op):
     value = op.inputs[0].shape
     bias = op.inputs[1].shape.with_rank(1)
     fmt = op._attr("data_format")
-    try:
-        value.with_rank_at_least(2)
-    except ValueError:
-        raise ValueError(f"Shape must be at least rank 2 but is rank {value.ndims}") from None
+    _check_bias_rank(value, fmt)
     if value.ndims is None:
         return [value]
     axis = _channel_axis(fmt, value.ndims)
@@ -959,10 +965,7 @@ def _bias_add_grad_shape(op):
     value = op.inputs[0].shape
     if value.ndims is None:
         return [tensor_shape.unknown_shape(1)]
-    try:
-        value.with_rank_at_least(2)
-    except ValueError:
-        raise ValueError(f"Shape must be at least rank 2 but is rank {value.ndims}") from None
+    _check_bias_rank(value, op._attr("data_format"))
     return [tensor_shape.TensorShape([value[_channel_axis(op._attr("data_format"), value.ndims)]])]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import asyncflow as af
 from asyncflow import dtypes, errors
 from asyncflow import graph as ops
 from asyncflow.ops import array_ops, math_ops, nn_ops
@@ -164,7 +165,6 @@ def test_softmax_errors():
         ((2, 5, 3, 4), "NHWC", 3),
         ((2, 4, 3, 3), "NCHW", 1),
         ((2, 4, 3), "NCW", 1),
-        ((2, 4), "NCHW", 1),
     ],
 )
 def test_bias_add(dtype, shape, data_format, axis):
@@ -198,6 +198,24 @@ def test_bias_add_errors():
     with pytest.raises(TypeError):
         nn_ops.bias_add(value, array_ops.placeholder(dtypes.float64, [3]))
     assert nn_ops.bias_add(value, [1, 2, 3]).dtype == dtypes.float32  # Python ints convert
+
+
+def test_bias_add_nchw_needs_rank_3_when_built_as_tf():
+    # TF 2.21 (recorded by hand, tf.compat.v1 graph mode): NCHW (and "NC") refuse a rank-2
+    # value when the graph is built, for BiasAdd and BiasAddGrad alike; a value whose rank
+    # was unknown then is summed over its rows by BiasAddGrad's kernel: [12, 15, 18, 21].
+    for fmt in ("NCHW", "NC"):
+        with pytest.raises(ValueError, match="Shape must be at least rank 3 but is rank 2"):
+            nn_ops.bias_add(array_ops.placeholder(dtypes.float32, [None, 4]), [1.0] * 4, fmt)
+    for shape, rank in (((3, 4), 2), ((5,), 1)):
+        with pytest.raises(ValueError, match=f"Shape must be at least rank 3 but is rank {rank}"):
+            af.raw_ops.BiasAddGrad(
+                out_backprop=array_ops.placeholder(dtypes.float32, shape), data_format="NCHW"
+            )
+    unknown = array_ops.placeholder(dtypes.float32, None)
+    grad = af.raw_ops.BiasAddGrad(out_backprop=unknown, data_format="NCHW")
+    value = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(_run(grad, {unknown: value}), [12.0, 15.0, 18.0, 21.0])
     u = array_ops.placeholder(dtypes.float32)
     b = array_ops.placeholder(dtypes.float32)
     with pytest.raises(errors.InvalidArgumentError, match="Must provide as many biases"):
