@@ -583,11 +583,10 @@ def _channel_axis(data_format: str, rank: int) -> int:
     return 1 if data_format == "NCHW" else rank - 1
 
 
-def _check_bias_rank(value, data_format) -> None:
+def _check_bias_rank(value, data_format: str) -> None:
     """TF's shape check of BiasAdd and BiasAddGrad: rank >= 2, and >= 3 for NCHW (its
     kernels take a rank-2 NCHW value whose rank was unknown when built, as TF's do)."""
-    fmt = data_format.decode() if isinstance(data_format, bytes) else data_format
-    least = 3 if fmt == "NCHW" else 2
+    least = 3 if data_format == "NCHW" else 2
     if value.ndims is not None and value.ndims < least:
         raise ValueError(f"Shape must be at least rank {least} but is rank {value.ndims}")
 
