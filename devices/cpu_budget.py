@@ -534,16 +534,9 @@ def call_narrow(fn, args):
     budget, its BLAS calls on one thread.  Work that short gains little from more, and
     a two-thread call waits a whole scheduler slice when its partner thread is not
     running (another process holds the core): the loop would stall for it."""
-    global _active
-    with _lock:
-        _active += 1
-    try:
-        if _blas_now != 1 and _set_blas_local is not None:
-            _blas_threads(1)
-        return fn(*args)
-    finally:
-        with _lock:
-            _active -= 1
+    if _blas_now != 1 and _set_blas_local is not None:
+        _blas_threads(1)
+    return call_without_blas(fn, args)
 
 
 def call_without_blas(fn, args):
