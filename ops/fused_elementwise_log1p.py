@@ -9,10 +9,12 @@ inside the program's loop.  (Until TF's function, this module held glibc's log1p
 which NumPy's float32 log1p calls without AVX-512: see git history.)
 
 The loop makes the same IEEE operations in the same order as the NumPy passes (x times
-1 where 1 + x is 1 or infinite, so a subnormal x flushes as the NumPy pass flushes it),
-so it gives their bits for the elements TF computes in packets: all but the last size %
-8, which TF computes by Eigen's scalar path (the C library's log1pf).  So a loop
-inlines Log1p only where its values' size is a multiple of 8 (fused_elementwise_jit).
+1 where 1 + x is 1 or infinite, so a subnormal x flushes as the NumPy pass flushes it;
+a zero x, which under the kernels' denormals-are-zero mode a subnormal one is, times 0,
+which LLVM cannot fold into x as it may x * 1), so it gives their bits for the
+elements TF computes in packets: all but the last size % 8, which TF computes by
+Eigen's scalar path (the C library's log1pf).  So a loop inlines Log1p only where its
+values' size is a multiple of 8 (fused_elementwise_jit).
 `check()` compares the two on a fixed set of inputs (specials, subnormals, both sides
 of -1, 0 and where 1 + x rounds to 1, ~260,000 values spread over the bit patterns)
 before any loop uses it; where one differs, programs keep the kernel's calls.
@@ -39,7 +41,7 @@ def _build(numba):
     """The inline njit function log1p32(x) (float32 -> float32), for elements of whole
     packets."""
     log32 = _log._build(numba)
-    one = _F(1.0)
+    one, zero = _F(1.0), _F(0.0)
 
     @numba.njit(inline="always", error_model="numpy")
     def log1p32(x):
@@ -47,6 +49,10 @@ def _build(numba):
         log = log32(y)
         q = log / (y - one)
         q = one if (y == one) | (y == log) else q
+        # x * 1 where 1 + x is 1: a zero (or a denormal counted as one) times zero
+        # instead, so that LLVM cannot fold the product into x and pass a denormal x
+        # through where the kernel's pass flushes it (seen on a Rocket Lake target)
+        q = zero if x == zero else q
         return x * q
 
     return log1p32
