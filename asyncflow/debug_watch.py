@@ -45,7 +45,8 @@ def debug_watches(options) -> tuple | None:
     there are none (the common step)."""
     if options is None:
         return None
-    dbg = getattr(options, "debug_options", None)
+    made = getattr(options, "_made", None)  # (our RunOptions: its field, if ever made)
+    dbg = made("debug_options") if made is not None else getattr(options, "debug_options", None)
     if dbg is None or not dbg.debug_tensor_watch_opts:
         return None
     return tuple(

@@ -558,3 +558,37 @@ def test_a_fetched_feed_is_the_fed_array_as_tf_hands_it_back():
             assert out.tolist() == [1.0, 2.0]
             call = sess.make_callable(a, [a])
             assert isinstance(call(2.0), np.ndarray)
+
+
+def test_run_options_and_metadata_fields_made_when_first_read(sess):
+    # A message field (StepStats, CostGraphDef, DebugOptions, a list) is made when first
+    # read, as protobuf's are: a RunMetadata made every step builds none it never fills,
+    # and an untraced step leaves them unmade.  What a program reads or sets is as
+    # before: the fields' defaults, assignment, CopyFrom, HasField, copies, errors.
+    import copy
+
+    from asyncflow.debug_watch import debug_watches
+    from asyncflow.protos.step_stats_pb2 import StepStats
+
+    x = constant(2.0)
+    opts, meta = af.RunOptions(trace_level=af.RunOptions.NO_TRACE), af.RunMetadata()
+    assert sess.run(x * 3.0, options=opts, run_metadata=meta) == 6.0
+    assert debug_watches(opts) is None
+    assert "step_stats" not in vars(meta) and "debug_options" not in vars(opts)
+    assert isinstance(meta.step_stats, StepStats) and not meta.HasField("step_stats")
+    assert meta.partition_graphs == [] and meta.partition_graphs is meta.partition_graphs
+    assert af.RunMetadata().partition_graphs is not meta.partition_graphs
+    assert not opts.debug_options.debug_tensor_watch_opts and opts.trace_level == 0
+    other = af.RunMetadata()
+    other.CopyFrom(meta)
+    assert other.partition_graphs == []
+    clone = copy.deepcopy(af.RunMetadata())
+    assert clone.cost_graph.ByteSize() == 0
+    with pytest.raises(AttributeError):
+        _ = meta.no_such_field
+    with pytest.raises(ValueError, match="no_such_field"):
+        meta.no_such_field = 1
+    traced = af.RunMetadata()
+    sess.run(x * 3.0, options=af.RunOptions(trace_level=af.RunOptions.FULL_TRACE),
+             run_metadata=traced)  # fmt: skip
+    assert traced.HasField("step_stats") and traced.step_stats.dev_stats
