@@ -516,11 +516,16 @@ _SWAP_MAX_M = 96
 # A product on the pool has both sides of C at least this long (each block is a whole
 # gemm call of its own), and at most _POOL_MAX_MACS multiply-adds: larger ones keep
 # OpenBLAS's own threads, which share packed panels where the blocks each pack their
-# part of B again.  The largest measured on the pool were the models' ~51M; the LeNet
-# CNN's [64,3136]x[3136,1024] layer and its gradient pair (~205M each) were never
-# shown faster there.
+# part of B again.  The LeNet CNN's [64,3136]x[3136,1024] layer and its gradient pair
+# (~205M each) are under it: on an Intel Xeon that LLVM reads as Rocket Lake (2 vCPUs,
+# 2026-12-03), its pair as one product a thread (MKL's sequential layer) took 3,132 us
+# in the step against 4,115 for OpenBLAS's batched call, the layer 1,844 against 2,439
+# on OpenBLAS's two threads; the CNN's step 0.93-0.97x in two in-process A/Bs of 20
+# rounds (benchmarks/models/ab_inproc.py, B faster in 17 and 19 rounds).  Alone, a
+# 411M product [128,3136]x[3136,1024] was faster on OpenBLAS's two threads (2,764
+# against 3,244 us in two blocks): the limit stays below it.
 _POOL_MIN_SIDE = 32
-_POOL_MAX_MACS = 1 << 27
+_POOL_MAX_MACS = 1 << 28
 
 
 def accumulate(c, a, b, trans_a: bool, trans_b: bool, first: bool) -> None:
