@@ -255,6 +255,34 @@ def _pair_float32(address, ta1, tb1, k1, a1, b1, beta1, c1, ta2, tb2, k2, a2, b2
         _mx_put(saved)
 
 
+def _blocks_sigmoid_float32(
+    address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, parts, by_rows
+):
+    """`_blocks_float32`, then TF's sigmoid over each block on the thread that wrote it
+    (`_sigmoid_flat`, compiled by `_build_sigmoid` on its own: in a `prange` body the
+    inline function's loop did not vectorize), in place while the block is in its
+    cache."""
+    pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
+    flat = c.reshape(m * n)
+    mode = _mx_get() & _FLUSH
+    for p in prange(parts):
+        saved = _mx_adopt(mode)
+        if by_rows:
+            r0, r1 = p * m // parts, (p + 1) * m // parts
+            off = r0 if ta == _TRANS else r0 * lda
+            _sgemm_at(address, ta, tb, r1 - r0, n, k, alpha, pa + off * 4, lda, pb, ldb, beta,
+                      pc + r0 * n * 4, n)  # fmt: skip
+            _sigmoid_flat(flat[r0 * n : r1 * n])
+        else:
+            c0, c1 = p * n // parts, (p + 1) * n // parts
+            off = c0 * ldb if tb == _TRANS else c0
+            _sgemm_at(address, ta, tb, m, c1 - c0, k, alpha, pa, lda, pb + off * 4, ldb, beta,
+                      pc + c0 * 4, n)  # fmt: skip
+            for r in range(m):
+                _sigmoid_flat(flat[r * n + c0 : r * n + c1])
+        _mx_put(saved)
+
+
 def _build_pool(numba):
     """The pool's float32 functions (parallel, one signature each: read-only a and b
     take writable arrays too), run once here so that numba's threading layer starts on
@@ -353,6 +381,104 @@ _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 # ASYNCFLOW_GEMM_JIT=0: every call through ctypes (to measure what the compiled call buys).
 _COMPILED_CALL = os.environ.get("ASYNCFLOW_GEMM_JIT", "") != "0"
 _JIT = jit_loops.BackgroundLoops("the gemm call", _build_gemm)
+
+
+def _sigmoid_flat_float32(flat):
+    """TF's sigmoid over flat (whole packets: its size a multiple of 8) in place, on
+    the calling thread."""
+    for i in range(flat.size):
+        flat[i] = _sigmoid32(flat[i])
+
+
+def _build_sigmoid(numba):
+    """`_blocks_sigmoid_float32` compiled, once the gemm's pool functions are (it calls
+    the same gemm) and TF's inline sigmoid passed its check (fused_elementwise_sigmoid);
+    {} otherwise: the caller's two steps stay."""
+    from numba import types
+
+    from asyncflow.ops import fused_elementwise_sigmoid
+
+    global _sigmoid32, _sigmoid_flat
+    if not _JIT.warm() or _JIT.get("blocks") is None or not fused_elementwise_sigmoid.check():
+        return {}
+    _sigmoid32 = fused_elementwise_sigmoid.namespace()["_sigmoid32"]
+    _sigmoid_flat = flat = numba.njit(
+        [types.void(types.Array(types.float32, 1, "C"))],
+        nogil=True,
+        cache=True,
+        error_model="numpy",  # (no division check: the loop vectorizes)
+    )(_sigmoid_flat_float32)
+    flat.disable_compile()
+    ro = types.Array(types.float32, 2, "C", readonly=True)
+    rw = types.Array(types.float32, 2, "C")
+    i64, f64, b1 = types.int64, types.float64, types.boolean
+    blocks = numba.njit(
+        [types.void(i64, i64, i64, i64, i64, i64, f64, ro, i64, ro, i64, f64, rw, i64, b1)],
+        nogil=True,
+        cache=True,
+        parallel=True,
+    )(_blocks_sigmoid_float32)
+    blocks.disable_compile()
+    x, y = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
+    address = _ADDRESSES[np.dtype(np.float32)]
+    for by_rows in (True, False):
+        blocks(address, _NO_TRANS, _NO_TRANS, 8, 8, 8, 1.0, x, 8, x, 8, 0.0, y, 2, by_rows)
+    flat(y.reshape(-1))
+    return {"blocks": blocks, "flat": flat}
+
+
+_sigmoid32 = _sigmoid_flat = None
+_SIGMOID_JIT = jit_loops.BackgroundLoops("the gemm's sigmoid blocks", _build_sigmoid)
+
+
+def warm_sigmoid(timeout: float | None = 120.0) -> bool:
+    """Compile `gemm_sigmoid`'s loops now and wait (tests, benchmarks)."""
+    return _SIGMOID_JIT.warm(timeout)
+
+
+def sigmoid_in_place(c) -> bool:
+    """c = sigmoid(c), TF's float32 sigmoid as `gemm_sigmoid` applies it, on the calling
+    thread (a compiled loop): whether it ran (float32, C-contiguous, whole packets, the
+    loop compiled); else c is untouched."""
+    if c.dtype != np.float32 or c.size % 8 or not c.flags.c_contiguous:
+        return False
+    fn = _SIGMOID_JIT.get("flat")
+    if fn is None:
+        return False
+    fn(c.reshape(-1))
+    return True
+
+
+def gemm_sigmoid(c, a, b, trans_a: bool, trans_b: bool, alpha: float, beta: float) -> bool:
+    """c = sigmoid(alpha * op(a) @ op(b) + beta * c) in place, TF's float32 sigmoid
+    (ops/elementwise.py `sigmoid`) applied to each of the pool's blocks by the thread
+    that computed it, while the block is in its cache: whether it ran.  Only where
+    `gemm_into` would run the product as the pool's blocks now (the same blocks, so the
+    same bits as the product and then the Sigmoid kernel) and every element is in one
+    of TF's whole packets (c.size a multiple of 8: the last size % 8 take Eigen's
+    scalar path); else False, with c untouched: the caller runs the two steps."""
+    m, n = c.shape
+    k = a.shape[0] if trans_a else a.shape[1]
+    if c.dtype != np.float32 or c.size % 8 or not (m and n and k):
+        return False
+    if min(m, n) < _POOL_MIN_SIDE or m * n * k > _POOL_MAX_MACS:
+        return False
+    if cpu_budget.split_allowed() or cpu_budget.deterministic():
+        return False
+    fn = _SIGMOID_JIT.get("blocks")
+    if fn is None or _pool("blocks", c.dtype) is None:
+        return False
+    a = np.ascontiguousarray(a)
+    b = np.ascontiguousarray(b)
+    parts = cpu_budget.pool_threads()
+    try:
+        fn(_single_address(c.dtype), _TRANS if trans_a else _NO_TRANS,
+           _TRANS if trans_b else _NO_TRANS, m, n, k, alpha, a, a.shape[1], b, b.shape[1],
+           beta, c, parts, m >= n)  # fmt: skip
+    except TypeError:  # (a C its signature leaves out)
+        cpu_budget.unpool()
+        return False
+    return True
 
 
 def warm(timeout: float | None = 120.0) -> bool:

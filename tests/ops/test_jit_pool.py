@@ -16,6 +16,7 @@ import pytest
 
 from asyncflow.devices import cpu_budget
 from asyncflow.ops import blas, fused_updates, jit_threads
+from asyncflow.ops import elementwise as ew
 
 pytest.importorskip("numba")
 
@@ -142,6 +143,65 @@ def test_a_sum_of_two_products_runs_as_the_pools_pair(pool, monkeypatch):
     np.testing.assert_array_equal(got, want)
     exact = sum(x.T.astype(np.float64) @ g for x, g in zip(xs, gs)) + addend
     np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-4)
+
+
+def _sigmoid_or_skip():
+    if not blas.warm_sigmoid() or blas._SIGMOID_JIT.get("blocks") is None:
+        pytest.skip("TF's compiled sigmoid did not pass its check here")
+
+
+# (m, k, n): blocks of rows and of columns, odd sides, the GAN's generator output
+@pytest.mark.parametrize("m, k, n", [(128, 256, 784), (67, 33, 264), (264, 45, 40)])
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True)])
+def test_a_sigmoid_in_the_pools_blocks_equals_the_product_then_tfs_sigmoid(pool, m, k, n, ta, tb):
+    # the product as the pool's blocks make it, then the Sigmoid kernel's function
+    # (TF's float32 sigmoid), bit for bit; the bias row holds values past both clamps
+    _sigmoid_or_skip()
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = (rng.standard_normal((n, k) if tb else (k, n)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32) * 4
+    bias[:4] = [-300.0, 300.0, -104.5, 16.7]
+    c0 = np.broadcast_to(bias, (m, n)).copy()
+    want = c0.copy()
+    cpu_budget._blas_threads(2)
+    blas._gemm(want, a, b, ta, tb, 1.0, 1.0, split=False)
+    exact = 1 / (1 + np.exp(-want.astype(np.float64)))
+    want = ew.sigmoid(np, want)
+    got = c0.copy()
+    cpu_budget._blas_threads(2)
+    assert blas.gemm_sigmoid(got, a, b, ta, tb, 1.0, 1.0)
+    assert cpu_budget._lib_now == 1  # (each block on one BLAS thread)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, exact, rtol=1e-6, atol=1e-7)
+    assert (got[:, 0] == 0).all() and (got[:, 1] == 1).all()
+    flat = c0.copy()
+    blas._gemm(flat, a, b, ta, tb, 1.0, 1.0, split=False)
+    assert blas.sigmoid_in_place(flat)  # (the one-thread loop: the same function)
+    np.testing.assert_array_equal(flat, want)
+
+
+def test_a_sigmoid_in_the_pools_blocks_only_where_every_element_is_in_a_packet(pool, monkeypatch):
+    # TF computes the last size % 8 values by Eigen's scalar path, and a product the
+    # pool does not take (one thread granted, TF_DETERMINISTIC_OPS=1, float64, too
+    # small) is the caller's: False, C untouched
+    _sigmoid_or_skip()
+    a = np.ones((67, 33), np.float32)
+    b = np.ones((33, 259), np.float32)
+    cases = [
+        (np.zeros((67, 259), np.float32), a, b, 2, False),  # 67 * 259 values: odd
+        (np.zeros((67, 264), np.float32), a, np.ones((33, 264), np.float32), 1, False),
+        (np.zeros((67, 264), np.float32), a, np.ones((33, 264), np.float32), 2, True),
+        (np.zeros((67, 264)), a.astype(np.float64), np.ones((33, 264)), 2, False),
+        (np.zeros((16, 264), np.float32), a[:16], np.ones((33, 264), np.float32), 2, False),
+    ]
+    for c, x, y, threads, deterministic in cases:
+        monkeypatch.setattr(cpu_budget, "_deterministic", deterministic)
+        cpu_budget._blas_threads(threads)
+        assert not blas.gemm_sigmoid(c, x, y, False, False, 1.0, 1.0)
+        assert not c.any()
+    assert not blas.sigmoid_in_place(np.zeros(12, np.float32))  # (not whole packets)
+    assert not blas.sigmoid_in_place(np.zeros(16))  # (float64)
 
 
 def test_products_over_the_pools_size_keep_blas_threads(pool, monkeypatch):
