@@ -195,8 +195,11 @@ def _relu_of(x):
 
 
 def _gemm_relu(out, a, b, trans_a, trans_b, alpha):
-    blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 1.0)
-    np.maximum(out, out.dtype.type(0), out=out)  # while `out` is still in cache
+    """out = relu(op(a) @ op(b) + out): on the pool's blocks while each is in cache
+    where it runs them (blas.gemm_epilogue), else after the product."""
+    if not blas.gemm_epilogue(out, a, b, trans_a, trans_b, alpha, 1.0, "relu"):
+        blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 1.0)
+        np.maximum(out, out.dtype.type(0), out=out)  # while `out` is still in cache
 
 
 def _gemm_sigmoid(out, a, b, trans_a, trans_b, alpha):
@@ -516,8 +519,11 @@ def fuse_matmul_bias(view) -> None:
 
 
 def _gemm_relu_mask(out, a, b, trans_a, trans_b, alpha, features):
+    # TF's ReluGradFunctor: gradients * (features > 0), so inf * 0 gives nan there too;
+    # on the pool's blocks while each is in cache where it runs them (blas.gemm_epilogue)
+    if blas.gemm_epilogue(out, a, b, trans_a, trans_b, alpha, 0.0, "relu_grad", features):
+        return
     blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 0.0)
-    # TF's ReluGradFunctor: gradients * (features > 0), so inf * 0 gives nan there too.
     with quiet_errstate():
         np.multiply(out, features > 0, out=out)
 

@@ -203,7 +203,7 @@ def test_dense_sigmoid_runs_inside_the_bias_gemm(monkeypatch, dtype, m, k, n):
     # layer's, and one an element-wise node reads (a loss), stay apart
     from asyncflow.ops import matmul_ops
 
-    blas.warm_sigmoid()
+    blas.warm_epilogues()
     rng = np.random.default_rng(m + k + n)
     a = rng.standard_normal((m, k)).astype(dtype)
     w = (rng.standard_normal((k, n)) * 0.3).astype(dtype)

@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         from asyncflow.ops import blas, fused_elementwise_jit
 
         fused_elementwise_jit.wait()
-        blas.warm_sigmoid()
+        blas.warm_epilogues()
         walls: list[list[float]] = [[], []]
         cpus: list[list[float]] = [[], []]
         for r in range(args.rounds):
