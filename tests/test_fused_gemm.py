@@ -252,6 +252,27 @@ def test_dense_sigmoid_runs_inside_the_bias_gemm(monkeypatch, dtype, m, k, n):
 
 
 @needs_blas
+def test_a_sigmoid_read_by_element_wise_nodes_past_an_identity_stays_apart():
+    # (Identity is element-wise too: what reads past it decides)
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((32, 40)).astype(np.float32)
+    w = (rng.standard_normal((40, 96)) * 0.3).astype(np.float32)
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 40])
+        y = af.nn.sigmoid(af.matmul(x, af.constant(w)) + 1.0, name="apart")
+        z = af.nn.sigmoid(af.matmul(x, af.constant(w)) + 2.0, name="fused")
+        outs = [af.identity(y) * 2.0, af.matmul(af.identity(z), af.constant(w.T))]
+        with af.Session() as s:
+            got = s.run(outs, {x: a})
+            nodes = _fused_nodes(s)
+    assert nodes["fused"].get_attr("sigmoid") and "apart" not in nodes
+    z64 = a.astype(np.float64) @ w
+    np.testing.assert_allclose(got[0], 2 / (1 + np.exp(-(z64 + 1))), rtol=1e-5, atol=1e-6)
+    want = (1 / (1 + np.exp(-(z64 + 2)))) @ w.T
+    np.testing.assert_allclose(got[1], want, rtol=1e-4, atol=1e-5)
+
+
+@needs_blas
 def test_a_layer_of_two_batches_with_its_sigmoid():
     # two Sigmoid layers of the same weights (a discriminator on real and fake rows)
     # each keep their epilogue: no merged rows, whose gemm makes a ReLU's only
