@@ -569,6 +569,7 @@ NOT_TF_DEFAULTS = frozenset(
         "_FusedMatMul.bias_first",
         "_FusedMatMul.data_format",
         "_FusedMatMul.relu",
+        "_FusedMatMul.sigmoid",
         "_Recv.lossy",
         "_Recv.send_device_incarnation",
         "_Recv.shape",

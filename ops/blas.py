@@ -255,6 +255,36 @@ def _pair_float32(address, ta1, tb1, k1, a1, b1, beta1, c1, ta2, tb2, k2, a2, b2
         _mx_put(saved)
 
 
+def _blocks_act_float32(
+    address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, parts, by_rows, act, features
+):
+    """`_blocks_float32`, then an activation over each block on the thread that wrote
+    it, in place while the block is in its cache: act 1 TF's sigmoid, 2 a ReLU, 3 the
+    ReLU gradient's mask by `features` (of c's shape; else any array).  Each a compiled
+    loop of its own (`_build_epilogues`: in a `prange` body an inline function's loop
+    did not vectorize)."""
+    pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
+    flat = c.reshape(m * n)
+    feat = features.reshape(features.size)
+    mode = _mx_get() & _FLUSH
+    for p in prange(parts):
+        saved = _mx_adopt(mode)
+        if by_rows:
+            r0, r1 = p * m // parts, (p + 1) * m // parts
+            off = r0 if ta == _TRANS else r0 * lda
+            _sgemm_at(address, ta, tb, r1 - r0, n, k, alpha, pa + off * 4, lda, pb, ldb, beta,
+                      pc + r0 * n * 4, n)  # fmt: skip
+            _act_flat(flat, feat, act, r0 * n, r1 * n)
+        else:
+            c0, c1 = p * n // parts, (p + 1) * n // parts
+            off = c0 * ldb if tb == _TRANS else c0
+            _sgemm_at(address, ta, tb, m, c1 - c0, k, alpha, pa, lda, pb + off * 4, ldb, beta,
+                      pc + c0 * 4, n)  # fmt: skip
+            for r in range(m):
+                _act_flat(flat, feat, act, r * n + c0, r * n + c1)
+        _mx_put(saved)
+
+
 def _build_pool(numba):
     """The pool's float32 functions (parallel, one signature each: read-only a and b
     take writable arrays too), run once here so that numba's threading layer starts on
@@ -353,6 +383,178 @@ _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 # ASYNCFLOW_GEMM_JIT=0: every call through ctypes (to measure what the compiled call buys).
 _COMPILED_CALL = os.environ.get("ASYNCFLOW_GEMM_JIT", "") != "0"
 _JIT = jit_loops.BackgroundLoops("the gemm call", _build_gemm)
+
+
+def _sigmoid_flat_float32(x):
+    """TF's sigmoid over x in place (elements of whole packets: see `gemm_epilogue`)."""
+    for i in range(x.size):
+        x[i] = _sigmoid32(x[i])
+
+
+def _relu_flat_float32(x):
+    """np.maximum(x, 0) in place: x where not below 0 (NaN and -0.0 stay)."""
+    zero = np.float32(0)
+    for i in range(x.size):
+        v = x[i]
+        x[i] = zero if v < zero else v
+
+
+def _mask_flat_float32(x, f):
+    """TF's ReluGradFunctor in place: x * (f > 0), a multiply by 1 or 0 (inf * 0 is
+    NaN, as `np.multiply(x, f > 0)`)."""
+    zero = np.float32(0)
+    for i in range(x.size):
+        x[i] = x[i] * np.float32(f[i] > zero)
+
+
+def _act_flat_float32(flat, feat, act, lo, hi):
+    if act == _ACT_SIGMOID:
+        _sigmoid_flat(flat[lo:hi])
+    elif act == _ACT_RELU:
+        _relu_flat(flat[lo:hi])
+    else:
+        _mask_flat(flat[lo:hi], feat[lo:hi])
+
+
+def _identity32(x):
+    return x
+
+
+def _build_epilogues(numba):
+    """`_blocks_act_float32` and its loops compiled, once the gemm's pool functions are
+    (it calls the same gemm); {} where they are not: the callers' steps stay.  TF's
+    sigmoid is the compiled loops' inline function where it passed its check
+    (fused_elementwise_sigmoid); else "sigmoid" is False and only the ReLUs run here."""
+    from numba import types
+
+    from asyncflow.ops import fused_elementwise_sigmoid
+
+    global _sigmoid32, _sigmoid_flat, _relu_flat, _mask_flat, _act_flat
+    if not _JIT.warm() or _JIT.get("blocks") is None:
+        return {}
+    sigmoid = fused_elementwise_sigmoid.check()
+    if sigmoid:
+        _sigmoid32 = fused_elementwise_sigmoid.namespace()["_sigmoid32"]
+    else:  # (never called: gemm_epilogue asks for "sigmoid" first)
+        _sigmoid32 = numba.njit(inline="always")(_identity32)
+    v1 = types.Array(types.float32, 1, "C")
+    r1 = types.Array(types.float32, 1, "C", readonly=True)
+    i64 = types.int64
+    # (no division check, error_model="numpy": the loops vectorize)
+    options = dict(nogil=True, cache=True, error_model="numpy")
+    _sigmoid_flat = numba.njit([types.void(v1)], **options)(_sigmoid_flat_float32)
+    _relu_flat = numba.njit([types.void(v1)], **options)(_relu_flat_float32)
+    _mask_flat = numba.njit([types.void(v1, r1)], **options)(_mask_flat_float32)
+    _act_flat = numba.njit([types.void(v1, r1, i64, i64, i64)], **options)(_act_flat_float32)
+    for fn in (_sigmoid_flat, _relu_flat, _mask_flat, _act_flat):
+        fn.disable_compile()
+    ro = types.Array(types.float32, 2, "C", readonly=True)
+    rw = types.Array(types.float32, 2, "C")
+    f64, b1 = types.float64, types.boolean
+    blocks = numba.njit(
+        [
+            types.void(
+                i64, i64, i64, i64, i64, i64, f64, ro, i64, ro, i64, f64, rw, i64, b1, i64, ro
+            )
+        ],
+        nogil=True,
+        cache=True,
+        parallel=True,
+    )(_blocks_act_float32)
+    blocks.disable_compile()
+    x, y = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
+    address = _ADDRESSES[np.dtype(np.float32)]
+    for by_rows in (True, False):
+        for act in (_ACT_RELU, _ACT_MASK) + ((_ACT_SIGMOID,) if sigmoid else ()):
+            blocks(address, _NO_TRANS, _NO_TRANS, 8, 8, 8, 1.0, x, 8, x, 8, 0.0, y, 2, by_rows,
+                   act, x)  # fmt: skip
+    loops = {"blocks": blocks, "sigmoid": sigmoid}
+    if sigmoid:
+        _sigmoid_flat(y.reshape(-1))
+        loops["sigmoid_flat"] = _sigmoid_flat
+    return loops
+
+
+_ACT_SIGMOID, _ACT_RELU, _ACT_MASK = 1, 2, 3
+_ACTS = {"sigmoid": _ACT_SIGMOID, "relu": _ACT_RELU, "relu_grad": _ACT_MASK}
+_sigmoid32 = _sigmoid_flat = _relu_flat = _mask_flat = _act_flat = None
+_EPILOGUES = jit_loops.BackgroundLoops("the gemm's epilogues", _build_epilogues)
+# False: no activation in the pool's blocks (A/B: benchmarks/models/ab_inproc.py --attr
+# asyncflow.ops.blas:_EPILOGUES_ON=False), or no ReLU nor its gradient's mask there
+# (_RELU_EPILOGUES=False); the callers' two steps run.
+_EPILOGUES_ON = True
+_RELU_EPILOGUES = True
+
+
+def warm_epilogues(timeout: float | None = 120.0) -> bool:
+    """Compile `gemm_epilogue`'s loops now and wait (tests, benchmarks)."""
+    return _EPILOGUES.warm(timeout)
+
+
+def sigmoid_in_place(c) -> bool:
+    """c = sigmoid(c), TF's float32 sigmoid as `gemm_epilogue` applies it, on the
+    calling thread (a compiled loop): whether it ran (float32, C-contiguous, whole
+    packets, the loop compiled); else c is untouched."""
+    if c.dtype != np.float32 or c.size % 8 or not c.flags.c_contiguous:
+        return False
+    fn = _EPILOGUES.get("sigmoid_flat")
+    if fn is None:
+        return False
+    fn(c.reshape(-1))
+    return True
+
+
+def gemm_epilogue(
+    c, a, b, trans_a: bool, trans_b: bool, alpha: float, beta: float, act: str, features=None
+) -> bool:
+    """c = act(alpha * op(a) @ op(b) + beta * c) in place, the activation applied to
+    each of the pool's blocks by the thread that computed it, while the block is in its
+    cache: whether it ran.  `act`: "sigmoid" (TF's float32 sigmoid, ops/elementwise.py),
+    "relu" (np.maximum(x, 0)) or "relu_grad" (x * (features > 0), TF's ReluGrad;
+    `features` float32 of c's shape).  Only where `gemm_into` would run the product as
+    the pool's blocks now (the same blocks: the same bits as the product and then the
+    activation's kernel), and for "sigmoid" where every element is in one of TF's whole
+    packets (c.size a multiple of 8: the last size % 8 take Eigen's scalar path); else
+    False, with c untouched: the caller runs its two steps."""
+    m, n = c.shape
+    k = a.shape[0] if trans_a else a.shape[1]
+    if c.dtype != np.float32 or not (m and n and k) or not _EPILOGUES_ON:
+        return False
+    if act == "sigmoid" and c.size % 8 or act != "sigmoid" and not _RELU_EPILOGUES:
+        return False
+    if act == "relu_grad" and (
+        type(features) is not np.ndarray
+        or features.dtype != np.float32
+        or features.shape != c.shape
+        or not features.flags.c_contiguous
+    ):
+        return False
+    if min(m, n) < _POOL_MIN_SIDE or m * n * k > _POOL_MAX_MACS:
+        return False
+    if cpu_budget.split_allowed() or cpu_budget.deterministic():
+        return False
+    fn = _EPILOGUES.get("blocks")
+    if fn is None or (act == "sigmoid" and not _EPILOGUES.get("sigmoid")):
+        return False
+    if _pool("blocks", c.dtype) is None:
+        return False
+    a = np.ascontiguousarray(a)
+    b = np.ascontiguousarray(b)
+    parts = cpu_budget.pool_threads()
+    try:
+        fn(_single_address(c.dtype), _TRANS if trans_a else _NO_TRANS,
+           _TRANS if trans_b else _NO_TRANS, m, n, k, alpha, a, a.shape[1], b, b.shape[1],
+           beta, c, parts, m >= n, _ACTS[act],
+           features if act == "relu_grad" else a)  # fmt: skip
+    except TypeError:  # (a C its signature leaves out)
+        cpu_budget.unpool()
+        return False
+    return True
+
+
+def gemm_sigmoid(c, a, b, trans_a: bool, trans_b: bool, alpha: float, beta: float) -> bool:
+    """`gemm_epilogue` with TF's sigmoid."""
+    return gemm_epilogue(c, a, b, trans_a, trans_b, alpha, beta, "sigmoid")
 
 
 def warm(timeout: float | None = 120.0) -> bool:

@@ -25,6 +25,7 @@ from asyncflow import ragged_functions as _ragged
 from asyncflow.devices import host_pool
 from asyncflow.kernel_api import NOT_INLINE, template
 from asyncflow.ops import blas
+from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import (
     _as_dtype,
@@ -194,20 +195,42 @@ def _relu_of(x):
 
 
 def _gemm_relu(out, a, b, trans_a, trans_b, alpha):
-    blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 1.0)
-    np.maximum(out, out.dtype.type(0), out=out)  # while `out` is still in cache
+    """out = relu(op(a) @ op(b) + out): on the pool's blocks while each is in cache
+    where it runs them (blas.gemm_epilogue), else after the product."""
+    if not blas.gemm_epilogue(out, a, b, trans_a, trans_b, alpha, 1.0, "relu"):
+        blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 1.0)
+        np.maximum(out, out.dtype.type(0), out=out)  # while `out` is still in cache
 
 
-def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool, relu: bool = False):
+def _gemm_sigmoid(out, a, b, trans_a, trans_b, alpha):
+    """out = sigmoid(op(a) @ op(b) + out): the Sigmoid kernel's function (TF's), on the
+    pool's blocks while each is in cache where it runs them (blas.gemm_sigmoid), else
+    after the product."""
+    if not blas.gemm_sigmoid(out, a, b, trans_a, trans_b, alpha, 1.0):
+        blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 1.0)
+        if not blas.sigmoid_in_place(out):
+            _ew.sigmoid(np, out, out)
+
+
+def _activation(out, relu: bool, sigmoid: bool):
+    if relu:
+        return _relu_of(out)
+    return _ew.sigmoid(np, out) if sigmoid else out
+
+
+def _bias_fused_kernel(
+    plain, product_pos: int, is_bias_add: bool, relu: bool = False, sigmoid: bool = False
+):
     """AddV2/Add/BiasAdd whose input `product_pos` is a DeferredProduct: the output is
     the broadcast bias, then one gemm with beta=1 adds the product into it (and, with
-    `relu`, the sole consumer's Relu runs on it in place right after)."""
+    `relu` or `sigmoid`, the sole consumer's Relu or Sigmoid runs on it in place right
+    after)."""
 
     async def add_into_gemm(ctx, x, y):
         p, bias = (x, y) if product_pos == 0 else (y, x)
         if type(p) is not DeferredProduct:
             out = await plain(ctx, x, y)
-            return _relu_of(out) if relu else out
+            return _activation(out, relu, sigmoid)
         bias = np.asarray(bias)
         shape = p.shape
         ok = bias.dtype == p.dtype and (
@@ -221,11 +244,13 @@ def _bias_fused_kernel(plain, product_pos: int, is_bias_add: bool, relu: bool = 
         if not ok:  # let the plain kernel judge (and word any error) on real values
             prod = p.materialize()
             out = await (plain(ctx, prod, bias) if product_pos == 0 else plain(ctx, bias, prod))
-            return _relu_of(out) if relu else out
+            return _activation(out, relu, sigmoid)
         out = host_pool.empty(shape, p.dtype)
         out[...] = bias
         if relu:
             await ctx.compute(_gemm_relu, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha)
+        elif sigmoid:
+            await ctx.compute(_gemm_sigmoid, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha)
         else:
             await ctx.compute(blas.gemm_into, out, p.a, p.b, p.trans_a, p.trans_b, p.alpha, 1.0)
         return out
@@ -247,17 +272,20 @@ FusedMatMul = register_op(
         "bias_first": False,  # Add(bias, product) rather than Add(product, bias)
         "data_format": "NHWC",  # (BiasAdd's)
         "relu": False,  # a Relu alone after the sum
+        "sigmoid": False,  # a Sigmoid alone after the sum (never with relu)
     },
     shape_fn=lambda op: [tensor_shape.unknown_shape()],
 )
 NotDifferentiable("_FusedMatMul")  # introduced after the gradients were built
 
 
-def _small_fused(a, b, bias, relu: bool):
+def _small_fused(a, b, bias, relu: bool, sigmoid: bool = False):
     out = np.matmul(a, b)
     out += bias
     if relu:
         np.maximum(out, out.dtype.type(0), out=out)
+    elif sigmoid:
+        _ew.sigmoid(np, out, out)
     return out
 
 
@@ -295,14 +323,19 @@ async def _fused_matmul(ctx, a, b, bias):
                 and _bias_fits(bias, m, n, attrs["add_type"] == "BiasAdd")
             ):
                 return await ctx.compute(
-                    _small_fused, a.T if ta else a, b.T if tb else b, bias, attrs["relu"]
+                    _small_fused,
+                    a.T if ta else a,
+                    b.T if tb else b,
+                    bias,
+                    attrs["relu"],
+                    attrs["sigmoid"],
                 )
-    key = (attrs["add_type"], attrs["bias_first"], attrs["relu"])
+    key = (attrs["add_type"], attrs["bias_first"], attrs["relu"], attrs["sigmoid"])
     add = _ADD_KERNELS.get(key)
     if add is None:
         plain = get_op_def(key[0]).kernel_for("CPU").fn
         add = _ADD_KERNELS[key] = _bias_fused_kernel(
-            plain, int(key[1]), key[0] == "BiasAdd", key[2]
+            plain, int(key[1]), key[0] == "BiasAdd", key[2], key[3]
         )
     product = await matmul_deferred(ctx, a, b)
     plain_ctx = plain_context(ctx)
@@ -314,9 +347,9 @@ def _fused_matmul_inline(ctx):
     `_small_fused` (as the kernel decides it), run now when the device would run it
     inline untimed; anything else is left to the kernel."""
     run_inline = getattr(ctx.device, "run_inline", None)
-    if run_inline is None:
-        return None
     attrs = ctx.attrs
+    if run_inline is None or attrs["sigmoid"]:  # (a Sigmoid's: the kernel's small path)
+        return None
     ta, tb, relu = attrs["transpose_a"], attrs["transpose_b"], attrs["relu"]
     dtype = attrs["T"].np_dtype
     is_bias_add = attrs["add_type"] == "BiasAdd"
@@ -346,6 +379,8 @@ def _fused_matmul_direct(ctx, avals):
     `_small_fused` its inline form makes for them, or None where that form leaves them
     to the kernel."""
     if getattr(ctx.device, "settled_seconds", None) is None or len(avals) != 3:
+        return None
+    if ctx.attrs["sigmoid"]:  # (left to the kernel, as by the inline form)
         return None
     if any(v is None for v in avals):
         return None
@@ -385,9 +420,49 @@ _fused_matmul.direct = _fused_matmul_direct
 _ADD_KERNELS: dict = {}
 
 
+# A layer takes its Sigmoid into the product from this many outputs a row (its weights'
+# static shape): a narrower one keeps the Sigmoid in the element-wise program after it.
+_SIGMOID_MIN_N = 64
+# False: a Sigmoid stays a node of its own (A/B: benchmarks/models/ab_inproc.py --attr
+# asyncflow.ops.matmul_ops:_SIGMOID_EPILOGUE=False).
+_SIGMOID_EPILOGUE = True
+
+
+def _wide(view, weights, transpose_b: bool) -> bool:
+    j, out = weights
+    if j == "feed":
+        return False
+    shape = view.nodes[j].op.outputs[out].shape
+    if shape.rank != 2:
+        return False
+    n = shape.dims[0 if transpose_b else 1].value
+    return n is not None and n >= _SIGMOID_MIN_N
+
+
+def _feeds_elementwise(view, r: int) -> bool:
+    """Whether node r's output goes on to an element-wise node other than its own
+    gradient (SigmoidGrad), past Identities: the element-wise fusion would take r into that node's
+    program, one pass for both (a loss of the VAE's output, 1.1% of its step slower with
+    the Sigmoid in the product), where in the product it costs a pass of its own."""
+    from asyncflow.ops.fused_elementwise import ELEMENTWISE
+
+    todo, seen = [r], {r}
+    while todo:
+        for c, _ in view.consumers(todo.pop()):
+            t = view.op(c).type
+            if t == "Identity":  # (what reads past it counts: Identity is element-wise)
+                if c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+            elif t in ELEMENTWISE and t != "SigmoidGrad":
+                return True
+    return False
+
+
 def fuse_matmul_bias(view) -> None:
     """x @ w + b (AddV2, Add or BiasAdd of a MatMul that has no other consumer), and a
-    Relu alone after it, become one _FusedMatMul: the product is never stored alone."""
+    Relu or Sigmoid alone after it, become one _FusedMatMul: the product is never stored
+    alone."""
     for i, node in enumerate(view.nodes):
         op = node.op
         if op.type not in ("AddV2", "Add", "BiasAdd") or len(node.inputs) != 2:
@@ -406,11 +481,22 @@ def fuse_matmul_bias(view) -> None:
             if view.sole_consumer(j) != i:
                 continue
             r = view.sole_consumer(i)
-            relu = (
-                r is not None
-                and view.op(r).type == "Relu"
-                and view.device(r) is node.device
-                and view.available(r)
+            act = (
+                view.op(r).type
+                if r is not None and view.device(r) is node.device and view.available(r)
+                else None
+            )
+            relu = act == "Relu"
+            # A Sigmoid as the product's epilogue (TF's oneDNN fuses it too): on the
+            # pool's blocks while each is in cache (blas.gemm_sigmoid).  Only a wide
+            # layer's whose output goes to products (a hidden layer, a GAN's generator):
+            # a narrow one (a discriminator's logit), or one read by element-wise nodes
+            # (a loss), stays with those nodes, in one compiled program.
+            sigmoid = (
+                act == "Sigmoid"
+                and _SIGMOID_EPILOGUE
+                and _wide(view, mm.inputs[1], mm.op._attr("transpose_b"))
+                and not _feeds_elementwise(view, r)
             )
             attrs = {
                 "T": op._attr("T"),
@@ -420,9 +506,10 @@ def fuse_matmul_bias(view) -> None:
                 "bias_first": k == 1,
                 "data_format": op._attrs.get("data_format", "NHWC"),
                 "relu": relu,
+                "sigmoid": sigmoid,
             }
             inputs = [*mm.inputs, node.inputs[1 - k]]
-            if relu:
+            if relu or sigmoid:
                 view.fuse(r, "_FusedMatMul", attrs, inputs, absorbed=[i, j])
             else:
                 view.fuse(i, "_FusedMatMul", attrs, inputs, absorbed=[j])
@@ -438,8 +525,11 @@ def fuse_matmul_bias(view) -> None:
 
 
 def _gemm_relu_mask(out, a, b, trans_a, trans_b, alpha, features):
+    # TF's ReluGradFunctor: gradients * (features > 0), so inf * 0 gives nan there too;
+    # on the pool's blocks while each is in cache where it runs them (blas.gemm_epilogue)
+    if blas.gemm_epilogue(out, a, b, trans_a, trans_b, alpha, 0.0, "relu_grad", features):
+        return
     blas.gemm_into(out, a, b, trans_a, trans_b, alpha, 0.0)
-    # TF's ReluGradFunctor: gradients * (features > 0), so inf * 0 gives nan there too.
     with quiet_errstate():
         np.multiply(out, features > 0, out=out)
 

@@ -736,6 +736,8 @@ def merge_matmul_rows(view) -> None:
         op = node.op
         if op._attr("transpose_a") or not view.available(i):
             continue
+        if op._attrs.get("sigmoid"):  # (`_rows_gemm` makes a ReLU's epilogue only)
+            continue
         w = node.inputs[1]  # (a narrow layer's products run inline: left alone)
         if w[0] == "feed":
             continue

@@ -186,6 +186,115 @@ def test_dense_relu_runs_inside_the_bias_gemm(gemm_calls):
     np.testing.assert_allclose(got_g, a[1:].T @ (2 * np.maximum(z, 0) * (z > 0)), rtol=1e-4)
 
 
+def _fused_nodes(session) -> dict:
+    return {op.name: op for sp in session._plans.values()
+            for pl in sp.plans for op in pl.nodes
+            if op.type == "_FusedMatMul"}  # fmt: skip
+
+
+@needs_blas
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, k, n", [(128, 256, 784), (1, 40, 96), (3, 33, 65), (5, 7, 64)])
+def test_dense_sigmoid_runs_inside_the_bias_gemm(monkeypatch, dtype, m, k, n):
+    # a wide layer's Sigmoid read by a product is the product's epilogue (the GAN
+    # generator's output): the values of the Sigmoid node apart (TF's float32 sigmoid;
+    # float64, sizes not whole packets, a batch of one and products too small to defer
+    # included), and its gradient through SigmoidGrad of the fused output; a narrow
+    # layer's, and one an element-wise node reads (a loss), stay apart
+    from asyncflow.ops import matmul_ops
+
+    blas.warm_epilogues()
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    w = (rng.standard_normal((k, n)) * 0.3).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    b[:2] = [-300.0, 300.0]
+    a[0, 0] = np.nan if m > 1 else a[0, 0]  # (a NaN row stays NaN)
+    graphs = {}
+    for epilogue in (True, False):
+        monkeypatch.setattr(matmul_ops, "_SIGMOID_EPILOGUE", epilogue)
+        with af.Graph().as_default():
+            x = af.placeholder(dtype, [None, k])
+            wt, bt = af.constant(w), af.constant(b)
+            y = af.nn.sigmoid(af.matmul(x, wt) + bt, name="fused")
+            narrow = af.nn.sigmoid(af.matmul(x, wt[:, :1]) + bt[:1], name="narrow")
+            loss = af.nn.sigmoid(af.matmul(x, wt * 2) + bt, name="loss")  # (read by a Mul)
+            next_layer = af.matmul(y, af.constant(np.ones((n, 1), dtype)))
+            total = af.reduce_sum(next_layer) + af.reduce_sum(narrow) + af.reduce_sum(loss * 2)
+            (g,) = af.gradients(total, [wt])
+            with af.Session() as s:
+                for _ in range(3):  # (the budget measures both ways of a kind)
+                    got = s.run([y, narrow, g], {x: a})
+                graphs[epilogue] = (got, _fused_nodes(s))
+    (fused, narrow_v, grad), nodes = graphs[True]
+    (apart, _, grad_apart), nodes_apart = graphs[False]
+    assert nodes["fused"].get_attr("sigmoid") and not nodes_apart.get("fused")
+    assert "narrow" not in nodes and "loss" not in nodes
+    z = a.astype(np.float64) @ w + b
+    want = 1 / (1 + np.exp(-z))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(fused, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(fused, apart, rtol=tol, atol=tol)
+    if dtype == np.float32:  # (past the clamps: exactly 0 and 1, as TF's)
+        assert (fused[1:, 0] == 0).all() and (fused[1:, 1] == 1).all()
+    if m > 1:
+        assert np.isnan(fused[0]).all() and np.isnan(grad).all()
+    want_narrow = 1 / (1 + np.exp(-(a.astype(np.float64) @ w[:, :1] + b[:1])))
+    np.testing.assert_allclose(narrow_v, want_narrow, rtol=tol, atol=tol)
+    if m == 1:  # (a NaN row reaches every gradient: compared where there is none)
+        s_loss = 1 / (1 + np.exp(-(a.astype(np.float64) @ (2 * w) + b)))
+        dz = want * (1 - want) + 4 * s_loss * (1 - s_loss)
+        want_g = a.T.astype(np.float64) @ dz + a.T.astype(np.float64) @ (
+            want_narrow * (1 - want_narrow)
+        ) * (np.arange(n) == 0)
+        np.testing.assert_allclose(grad, want_g, rtol=10 * tol, atol=10 * tol)
+    np.testing.assert_allclose(grad, grad_apart, rtol=10 * tol, atol=10 * tol)
+
+
+@needs_blas
+def test_a_sigmoid_read_by_element_wise_nodes_past_an_identity_stays_apart():
+    # (Identity is element-wise too: what reads past it decides)
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((32, 40)).astype(np.float32)
+    w = (rng.standard_normal((40, 96)) * 0.3).astype(np.float32)
+    with af.Graph().as_default():
+        x = af.placeholder(af.float32, [None, 40])
+        y = af.nn.sigmoid(af.matmul(x, af.constant(w)) + 1.0, name="apart")
+        z = af.nn.sigmoid(af.matmul(x, af.constant(w)) + 2.0, name="fused")
+        outs = [af.identity(y) * 2.0, af.matmul(af.identity(z), af.constant(w.T))]
+        with af.Session() as s:
+            got = s.run(outs, {x: a})
+            nodes = _fused_nodes(s)
+    assert nodes["fused"].get_attr("sigmoid") and "apart" not in nodes
+    z64 = a.astype(np.float64) @ w
+    np.testing.assert_allclose(got[0], 2 / (1 + np.exp(-(z64 + 1))), rtol=1e-5, atol=1e-6)
+    want = (1 / (1 + np.exp(-(z64 + 2)))) @ w.T
+    np.testing.assert_allclose(got[1], want, rtol=1e-4, atol=1e-5)
+
+
+@needs_blas
+def test_a_layer_of_two_batches_with_its_sigmoid():
+    # two Sigmoid layers of the same weights (a discriminator on real and fake rows)
+    # each keep their epilogue: no merged rows, whose gemm makes a ReLU's only
+    rng = np.random.default_rng(8)
+    a1 = rng.standard_normal((64, 80)).astype(np.float32)
+    a2 = rng.standard_normal((64, 80)).astype(np.float32)
+    w = (rng.standard_normal((80, 128)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(128).astype(np.float32)
+    with af.Graph().as_default():
+        x1 = af.placeholder(af.float32, [None, 80])
+        x2 = af.placeholder(af.float32, [None, 80])
+        wt, bt = af.constant(w), af.constant(b)
+        y1 = af.nn.sigmoid(af.matmul(x1, wt) + bt)
+        y2 = af.nn.sigmoid(af.matmul(x2, wt) + bt)
+        with af.Session() as s:
+            got1, got2 = s.run([y1, y2], {x1: a1, x2: a2})
+            assert len(_fused_nodes(s)) == 2
+    for got, x in ((got1, a1), (got2, a2)):
+        want = 1 / (1 + np.exp(-(x.astype(np.float64) @ w + b)))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 @needs_blas
 def test_relu_grad_takes_its_product_in_a_gemm_with_pre_update_weights(monkeypatch):
     # dh = dy @ w2.T is deferred into ReluGrad, which may run after w2's own update: the

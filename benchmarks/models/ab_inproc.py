@@ -90,9 +90,10 @@ def main(argv=None) -> int:
             s.run(init)
             for k in range(30):  # (the plans compile with this setting)
                 s.run(train, batches[k % 4])
-        from asyncflow.ops import fused_elementwise_jit
+        from asyncflow.ops import blas, fused_elementwise_jit
 
         fused_elementwise_jit.wait()
+        blas.warm_epilogues()
         walls: list[list[float]] = [[], []]
         cpus: list[list[float]] = [[], []]
         for r in range(args.rounds):

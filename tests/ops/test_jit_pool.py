@@ -16,6 +16,7 @@ import pytest
 
 from asyncflow.devices import cpu_budget
 from asyncflow.ops import blas, fused_updates, jit_threads
+from asyncflow.ops import elementwise as ew
 
 pytest.importorskip("numba")
 
@@ -142,6 +143,100 @@ def test_a_sum_of_two_products_runs_as_the_pools_pair(pool, monkeypatch):
     np.testing.assert_array_equal(got, want)
     exact = sum(x.T.astype(np.float64) @ g for x, g in zip(xs, gs)) + addend
     np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-4)
+
+
+def _epilogues_or_skip(sigmoid: bool = True):
+    if not blas.warm_epilogues() or blas._EPILOGUES.get("blocks") is None:
+        pytest.skip("the epilogues' loops did not compile here")
+    if sigmoid and not blas._EPILOGUES.get("sigmoid"):
+        pytest.skip("TF's compiled sigmoid did not pass its check here")
+
+
+def _then(act, c, features):
+    """The activation's kernel after the product (the callers' two steps)."""
+    if act == "sigmoid":
+        return ew.sigmoid(np, c)
+    if act == "relu":
+        return np.maximum(c, np.float32(0))
+    with np.errstate(invalid="ignore"):
+        return c * (features > 0)
+
+
+# (m, k, n): blocks of rows and of columns, odd sides, the GAN generator's output
+@pytest.mark.parametrize("m, k, n", [(128, 256, 784), (67, 33, 264), (264, 45, 40)])
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True)])
+@pytest.mark.parametrize("act", ["sigmoid", "relu", "relu_grad"])
+def test_an_activation_in_the_pools_blocks_equals_the_product_then_its_kernel(
+    pool, m, k, n, ta, tb, act
+):
+    # the product as the pool's blocks make it, then the activation's kernel function
+    # (TF's float32 sigmoid, np.maximum, TF's ReluGrad mask), bit for bit; the bias row
+    # holds values past the sigmoid's clamps, NaN, inf and -0.0, the features NaN and 0
+    _epilogues_or_skip(act == "sigmoid")
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = (rng.standard_normal((n, k) if tb else (k, n)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32) * 4
+    bias[:4] = [-300.0, 300.0, -104.5, 16.7]
+    if act != "sigmoid":
+        bias[4:7] = [np.nan, np.inf, -np.inf]
+    c0 = np.broadcast_to(bias, (m, n)).copy()
+    features = rng.standard_normal((m, n)).astype(np.float32)
+    features[:, :3] = [np.nan, 0.0, -0.0]
+    product = c0.copy()
+    cpu_budget._blas_threads(2)
+    blas._gemm(product, a, b, ta, tb, 1.0, 1.0, split=False)
+    want = _then(act, product, features)
+    got = c0.copy()
+    cpu_budget._blas_threads(2)
+    assert blas.gemm_epilogue(got, a, b, ta, tb, 1.0, 1.0, act, features)
+    assert cpu_budget._lib_now == 1  # (each block on one BLAS thread)
+    np.testing.assert_array_equal(got, want)
+    assert (np.signbit(got) == np.signbit(want)).all()  # (-0.0 where the kernels give it)
+    exact = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    exact = (
+        _then(act, exact + bias, features)
+        if act != "sigmoid"
+        else 1 / (1 + np.exp(-(exact + bias)))
+    )
+    np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    if act == "sigmoid":
+        assert (got[:, 0] == 0).all() and (got[:, 1] == 1).all()
+        flat = product.copy()
+        assert blas.sigmoid_in_place(flat)  # (the one-thread loop: the same function)
+        np.testing.assert_array_equal(flat, want)
+
+
+def test_a_sigmoid_in_the_pools_blocks_only_where_every_element_is_in_a_packet(pool, monkeypatch):
+    # TF computes the last size % 8 values by Eigen's scalar path, and a product the
+    # pool does not take (one thread granted, TF_DETERMINISTIC_OPS=1, float64, too
+    # small) is the caller's: False, C untouched
+    _epilogues_or_skip()
+    a = np.ones((67, 33), np.float32)
+    b = np.ones((33, 259), np.float32)
+    cases = [
+        (np.zeros((67, 259), np.float32), a, b, 2, False),  # 67 * 259 values: odd
+        (np.zeros((67, 264), np.float32), a, np.ones((33, 264), np.float32), 1, False),
+        (np.zeros((67, 264), np.float32), a, np.ones((33, 264), np.float32), 2, True),
+        (np.zeros((67, 264)), a.astype(np.float64), np.ones((33, 264)), 2, False),
+        (np.zeros((16, 264), np.float32), a[:16], np.ones((33, 264), np.float32), 2, False),
+    ]
+    for c, x, y, threads, deterministic in cases:
+        monkeypatch.setattr(cpu_budget, "_deterministic", deterministic)
+        cpu_budget._blas_threads(threads)
+        assert not blas.gemm_sigmoid(c, x, y, False, False, 1.0, 1.0)
+        assert not c.any()
+    monkeypatch.setattr(cpu_budget, "_deterministic", False)
+    c, y = np.zeros((67, 264), np.float32), np.ones((33, 264), np.float32)
+    for features in (np.ones((67, 264)), np.ones((264, 67), np.float32).T, None):
+        cpu_budget._blas_threads(2)  # (a mask of another dtype or layout: the caller's)
+        assert not blas.gemm_epilogue(c, a, y, False, False, 1.0, 0.0, "relu_grad", features)
+    monkeypatch.setattr(blas, "_RELU_EPILOGUES", False)  # (the A/B switch)
+    cpu_budget._blas_threads(2)
+    assert not blas.gemm_epilogue(c, a, y, False, False, 1.0, 0.0, "relu")
+    assert not c.any()
+    assert not blas.sigmoid_in_place(np.zeros(12, np.float32))  # (not whole packets)
+    assert not blas.sigmoid_in_place(np.zeros(16))  # (float64)
 
 
 def test_products_over_the_pools_size_keep_blas_threads(pool, monkeypatch):
