@@ -504,6 +504,7 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     matmul_ops.fuse_matmul_bias,
     matmul_sum.merge_matmul_rows,  # (two of those of one layer: after they formed)
     matmul_ops.fuse_matmul_relu_grad,
+    nn_ops.fuse_conv2d_bias_add_relu,  # (before the BiasAdd + Relu pair is taken)
     nn_ops.fuse_bias_add_relu,
     nn_ops.fuse_max_pool_grad_relu_grad,
     training_ops.fuse_matmul_into_updates,

@@ -17,7 +17,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import NOT_INLINE, template
-from asyncflow.ops import cnn_jit, eigen_reduce
+from asyncflow.ops import cnn_jit, conv_ops, eigen_reduce
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.conv_ops import _each_part, _parts
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
@@ -1049,6 +1049,138 @@ def fuse_bias_add_relu(view) -> None:
             continue
         attrs = {"T": src.op._attr("T"), "data_format": src.op._attr("data_format")}
         view.fuse(i, "_FusedBiasAddRelu", attrs, list(src.inputs), absorbed=[j])
+
+
+# -- graph pass: Conv2D -> BiasAdd -> Relu of few input channels in one pass ---------------
+#
+# TF's grappler makes `_FusedConv2D` (BiasAdd, Relu) of this chain.  Here it is formed
+# where the input has at most cnn_jit's few channels and the convolution's stride and
+# dilation are 1 (LeNet's first layer), for cnn_jit's compiled loop, which writes the
+# activation once with no column matrix (the layer's [64,28,28,32] output, 6.4 MB, was
+# written by Conv2D, then read and written again by _FusedBiasAddRelu).  The kernel
+# takes every case Conv2D and BiasAdd take: where the loop does not apply (other sizes
+# or dtypes, the loop not compiled yet) it runs Conv2D's kernel, then BiasAdd's with
+# the ReLU, on the convolution's fresh output.
+
+# Whether the pass forms the fused node (benchmarks' A/B: ab_inproc.py --attr).
+_FUSE_CONV = True
+
+FusedConv2DBiasAddRelu = register_op(
+    "_FusedConv2DBiasAddRelu",
+    inputs=["input: T", "filter: T", "bias: T"],
+    outputs=["output: T"],
+    attrs=dict(conv_ops._CONV_ATTRS),
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedConv2DBiasAddRelu")  # introduced after the gradients were built
+
+
+class _OwnValue:
+    """The context `_bias_add_impl` reads, for a value this kernel made (writable)."""
+
+    def __init__(self, ctx):
+        self.xp = ctx.xp
+        self.attrs = {"data_format": ctx.attrs["data_format"], "T": ctx.attrs["T"]}
+        self.compute = ctx.compute
+
+    def may_forward(self, k, x) -> bool:
+        return True
+
+
+def _direct_conv_loop(ctx, x, w, bias):
+    """(cnn_jit's compiled loop, geometry) where it takes this convolution, else None."""
+    attrs = ctx.attrs
+    if ctx.xp is not np or attrs["data_format"] != "NHWC" or attrs["padding"] == "EXPLICIT":
+        return None
+    f32 = np.dtype(np.float32)
+    if not (x.dtype == w.dtype == bias.dtype == f32 and attrs["T"].np_dtype == f32):
+        return None
+    if x.ndim != 4 or w.ndim != 4 or bias.ndim != 1 or 0 in x.shape or 0 in w.shape:
+        return None
+    kh, kw, c, oc = w.shape
+    if x.shape[3] != c or c > cnn_jit.CONV_MAX_C or bias.shape[0] != oc:
+        return None
+    ones = [1, 1, 1, 1]
+    if list(attrs["strides"]) != ones or list(attrs.get("dilations") or ones) != ones:
+        return None
+    g = conv_ops._Geom(attrs, x.shape, w.shape)  # (TF's errors for a bad geometry)
+    if 0 in g.out_nhwc():
+        return None
+    fn = cnn_jit.conv_bias_relu(kh, kw, c, oc)
+    return None if fn is None else (fn, g)
+
+
+def _conv_bias_relu(fn, g, x, w, bias):
+    """max(conv2d(x, w) + bias, 0) by the compiled loop `fn`, the batch's parts on the
+    budget's threads (each element computed alike however the parts fall)."""
+    xpad = np.require(conv_ops.pad_spatial(np, x, *g.pad), requirements=("C", "W"))
+    w = np.require(w, requirements=("C", "W"))  # (numba types read-only arrays apart)
+    bias = np.require(bias, requirements=("C", "W"))
+    out = np.empty(g.out_nhwc(), np.float32)
+    sizes = (g.kh, g.kw, g.c, g.oc)
+
+    def part(s: int, e: int) -> None:
+        fn(xpad[s:e], w, bias, out[s:e], *sizes)
+
+    per_image = g.oh * g.ow * (g.oc + g.kh * g.kw * g.c) * 4
+    _each_part(np, _parts(np, g.n, per_image, block_bytes=1 << 62), part)
+    return out
+
+
+@FusedConv2DBiasAddRelu.kernel("CPU")
+async def _fused_conv2d_bias_add_relu(ctx, x, w, bias):
+    x, w, bias = np.asarray(x), np.asarray(w), np.asarray(bias)
+    direct = _direct_conv_loop(ctx, x, w, bias)
+    if direct is not None:
+        fn, g = direct
+        cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
+        return await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, cost=cost)
+    y = await conv_ops._conv2d(ctx, x, w)
+    return await _bias_add_impl(_OwnValue(ctx), y, bias, True)
+
+
+def fuse_conv2d_bias_add_relu(view) -> None:
+    """Relu(BiasAdd(Conv2D(x, w), b)), each value feeding only the next, as one
+    _FusedConv2DBiasAddRelu where cnn_jit's loop may take it (float32 NHWC, stride and
+    dilation 1, SAME or VALID, a filter of at most CONV_MAX_C input channels)."""
+    if not _FUSE_CONV:
+        return
+    for i, node in enumerate(view.nodes):
+        if node.op.type != "Relu" or node.device.device_type != "CPU" or view.reads_ref(i):
+            continue
+        j, out = node.inputs[0]
+        if j == "feed" or out != 0 or not view.available(i, j):
+            continue
+        add = view.nodes[j]
+        if add.op.type != "BiasAdd" or add.device is not node.device or view.reads_ref(j):
+            continue
+        if view.sole_consumer(j) != i or add.op._attr("data_format") != "NHWC":
+            continue
+        m, out = add.inputs[0]
+        if m == "feed" or out != 0 or not view.available(m):
+            continue
+        conv = view.nodes[m]
+        if conv.op.type != "Conv2D" or conv.device is not node.device or view.reads_ref(m):
+            continue
+        if view.sole_consumer(m) != j or not _direct_conv_attrs(conv.op):
+            continue
+        attrs = {k: conv.op._attr(k) for k in conv_ops._CONV_ATTRS}
+        inputs = [*conv.inputs, add.inputs[1]]
+        view.fuse(i, "_FusedConv2DBiasAddRelu", attrs, inputs, absorbed=[j, m])
+
+
+def _direct_conv_attrs(op) -> bool:
+    """Whether Conv2D `op` is of the kind cnn_jit's loop takes, as far as the graph says."""
+    if op._attr("T") != dtypes.float32 or op._attr("data_format") != "NHWC":
+        return False
+    if op._attr("padding") not in ("SAME", "VALID") or list(op._attr("strides")) != [1] * 4:
+        return False
+    if list(op._attr("dilations") or [1] * 4) != [1] * 4:
+        return False
+    dims = op.inputs[1].shape
+    if dims.ndims != 4 or dims[2].value is None:
+        return False
+    return 0 < dims[2].value <= cnn_jit.CONV_MAX_C
 
 
 # -- graph pass: MaxPoolGrad -> ReluGrad of the pooled activation --------------------------

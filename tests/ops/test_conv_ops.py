@@ -322,3 +322,99 @@ def test_depthwise_backprop_gradients():
 
 def test_shape_of_helper_is_int32():
     assert conv_ops._shape_of(array_ops.zeros([2, 3])).dtype == af.int32
+
+
+# -- Conv2D -> BiasAdd -> Relu of few input channels: one compiled pass ---------------------
+# (nn_ops' _FusedConv2DBiasAddRelu, cnn_jit's loop; the graph pass: test_graph_passes.py)
+
+# x shape, filter shape, padding: batch 1 with odd sizes and an even filter width (the odd
+# padding column on the right), VALID, a filter bigger than its input (SAME), 4 channels
+_FUSED = [
+    ((1, 5, 7, 1), (3, 2, 1, 5), "SAME"),
+    ((3, 6, 5, 3), (2, 3, 3, 8), "VALID"),
+    ((2, 3, 4, 4), (5, 5, 4, 3), "SAME"),
+]
+
+
+def _conv_bias_relu_graph(xs, ws, pad, dtype=np.float32):
+    x = af.placeholder(dtype, [None, *xs[1:]])
+    w = _RNG.uniform(-1, 1, ws)
+    b = _RNG.uniform(-1, 1, ws[3])
+    pre = af.nn.bias_add(conv_ops.conv2d(x, af.constant(w.astype(dtype)), [1, 1, 1, 1], pad),
+                         af.constant(b.astype(dtype)))  # fmt: skip
+    return x, w, b, af.nn.relu(pre)
+
+
+def _run_with_types(fetches, feed_dict):
+    with Session() as sess:
+        got = sess.run(fetches, feed_dict)
+        types = {op.type for sp in sess._plans.values() for pl in sp.plans for op in pl.nodes}
+    return got, types
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("xs,ws,pad", _FUSED, ids=lambda v: str(v))
+def test_conv2d_bias_relu_fused(xs, ws, pad, compiled, monkeypatch):
+    from asyncflow.ops import cnn_jit
+
+    if compiled and not cnn_jit.warm_conv(*ws):
+        pytest.skip("numba is not installed")
+    if not compiled:  # the loop not compiled (yet): Conv2D's and BiasAdd's kernels
+        monkeypatch.setattr(cnn_jit, "conv_bias_relu", lambda *sizes: None)
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    xv = _RNG.uniform(-1, 1, xs).astype(np.float32)
+    xv[0, 1, 1, 0] = np.nan  # NaN sums stay NaN (TF's Relu)
+    got, types = _run_with_types(y, {x: xv})
+    assert "_FusedConv2DBiasAddRelu" in types and "Conv2D" not in types
+    assert got.dtype == np.float32
+    ref = np.maximum(_ref_conv(xv.astype(np.float64), w, (1, 1), pad, (1, 1)) + b, 0)
+    assert np.isnan(ref).any()
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.timeout(120)
+def test_conv2d_bias_relu_fused_gradients():
+    from asyncflow.ops import cnn_jit
+
+    xs, ws, pad = _FUSED[0]
+    if not cnn_jit.warm_conv(*ws):
+        pytest.skip("numba is not installed")
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    (wt,) = [
+        op.inputs[1] for op in ops.get_default_graph().get_operations() if op.type == "Conv2D"
+    ]
+    (bt,) = [
+        op.inputs[1] for op in ops.get_default_graph().get_operations() if op.type == "BiasAdd"
+    ]
+    loss = af.reduce_sum(y * y)
+    gw, gb = af.gradients(loss, [wt, bt])
+    xv = _RNG.uniform(-1, 1, (4, *xs[1:])).astype(np.float32)
+    (gwv, gbv), types = _run_with_types([gw, gb], {x: xv})
+    assert "_FusedConv2DBiasAddRelu" in types
+    x64 = xv.astype(np.float64)
+    dpre = 2 * np.maximum(_ref_conv(x64, w, (1, 1), pad, (1, 1)) + b, 0)  # d loss / d pre
+    np.testing.assert_allclose(gbv, dpre.sum(axis=(0, 1, 2)), rtol=1e-5, atol=1e-5)
+    # d loss / d w[i, j, c, k] = sum over outputs of dpre times the input under tap (i, j)
+    kh, kw, c, oc = ws
+    oh, ph = _pads(xs[1], kh, 1, 1, pad)
+    ow, pw = _pads(xs[2], kw, 1, 1, pad)
+    xp = np.zeros((4, xs[1] + kh, xs[2] + kw, c))
+    xp[:, ph : ph + xs[1], pw : pw + xs[2]] = x64
+    ref = np.zeros(ws)
+    for i in range(kh):
+        for j in range(kw):
+            ref[i, j] = np.einsum("nhwc,nhwk->ck", xp[:, i : i + oh, j : j + ow], dpre)
+    np.testing.assert_allclose(gwv, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_bias_relu_float64_and_many_channels_keep_conv2d():
+    for dtype, ws in ((np.float64, (3, 3, 2, 4)), (np.float32, (3, 3, 5, 4))):
+        xs = (2, 6, 5, ws[2])
+        x, w, b, y = _conv_bias_relu_graph(xs, ws, "SAME", dtype)
+        xv = _RNG.uniform(-1, 1, xs)
+        got, types = _run_with_types(y, {x: xv.astype(dtype)})
+        assert "Conv2D" in types and "_FusedConv2DBiasAddRelu" not in types
+        ref = np.maximum(_ref_conv(xv, w, (1, 1), "SAME", (1, 1)) + b, 0)
+        tol = 1e-12 if dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
