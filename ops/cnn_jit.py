@@ -213,12 +213,14 @@ def usable(*arrays) -> bool:
 # ms).
 
 
-def _conv_bias_relu(xpad, w, bias, out, kh, kw, c, oc):
+def _conv_bias_relu(xpad, w, bias, out, pooled, kh, kw, c, oc, pool):
     # xpad: [N, OH + KH - 1, OW + KW - 1, C] padded NHWC input; w: [KH, KW, C, OC];
     # out: [N, OH, OW, OC] = max(correlation + bias, 0), a NaN sum kept (np.maximum's);
-    # kh, kw, c and oc are literals of the compiled signature (`_conv_signature`).  Two
-    # output rows at a time share the filter's loads, each sum in two halves (even and
-    # odd filter rows) to halve the chains of dependent multiply-adds.
+    # kh, kw, c, oc and pool are literals of the compiled signature (`_conv_signature`).
+    # Two output rows at a time share the filter's loads, each sum in two halves (even
+    # and odd filter rows) to halve the chains of dependent multiply-adds.  With pool
+    # (OH and OW even), the two rows just written, still in cache, are max-pooled 2x2 at
+    # stride 2 into pooled [N, OH / 2, OW / 2, OC], as `_pool_2x2` computes it.
     n, oh, ow, _ = out.shape
     zero = out.dtype.type(0)
     for b in range(n):
@@ -246,6 +248,16 @@ def _conv_bias_relu(xpad, w, bias, out, kh, kw, c, oc):
                     out[b, i, j, k] = t if (t > zero) | (t != t) else zero
                     t = (s1 + u1) + bias[k]
                     out[b, i + 1, j, k] = t if (t > zero) | (t != t) else zero
+            if pool:
+                for j2 in range(ow // 2):
+                    for k in range(oc):
+                        a0 = out[b, i, 2 * j2, k]
+                        a1 = out[b, i, 2 * j2 + 1, k]
+                        b0 = out[b, i + 1, 2 * j2, k]
+                        b1 = out[b, i + 1, 2 * j2 + 1, k]
+                        m0 = a0 if (a0 > b0) | (a0 != a0) else b0  # the rows first
+                        m1 = a1 if (a1 > b1) | (a1 != a1) else b1
+                        pooled[b, i2, j2, k] = m0 if (m0 > m1) | (m0 != m0) else m1
         if oh % 2:  # the last row alone, its sums in the same order
             i = oh - 1
             for j in range(ow):
@@ -269,7 +281,7 @@ def _conv_bias_relu(xpad, w, bias, out, kh, kw, c, oc):
 CONV_MAX_C = 4
 
 _CONV_LOCK = threading.Lock()
-_CONV_JIT: dict = {}  # (kh, kw, c, oc) -> jit_loops.BackgroundLoops of that specialisation
+_CONV_JIT: dict = {}  # (kh, kw, c, oc, pool) -> jit_loops.BackgroundLoops of that one
 _conv_dispatcher: list = []
 
 
@@ -277,7 +289,7 @@ def _conv_signature(numba, key):
     t = numba.core.types
     a4 = t.Array(t.float32, 4, "C")
     lit = [t.IntegerLiteral(int(v)) for v in key]
-    return (a4, a4, t.Array(t.float32, 1, "C"), a4, *lit)
+    return (a4, a4, t.Array(t.float32, 1, "C"), a4, a4, *lit)
 
 
 def _build_conv(numba, key) -> dict:
@@ -306,17 +318,20 @@ def _conv_jit(key) -> jit_loops.BackgroundLoops:
     return jit
 
 
-def conv_bias_relu(kh: int, kw: int, c: int, oc: int):
-    """The compiled `_conv_bias_relu` for float32 and these sizes, called as
-    `fn(xpad, w, bias, out, kh, kw, c, oc)` with C-contiguous writable arrays, or None
-    while it is not ready (the first request starts its compile)."""
+def conv_bias_relu(kh: int, kw: int, c: int, oc: int, pool: bool = False):
+    """The compiled `_conv_bias_relu` for float32, these sizes and pooling or not, called
+    as `fn(xpad, w, bias, out, pooled, kh, kw, c, oc, pool)` with C-contiguous writable
+    arrays (pooled: any such array when not pooling), or None while it is not ready (the
+    first request starts its compile)."""
     if fused_updates._DISABLED:
         return None
-    return _conv_jit((int(kh), int(kw), int(c), int(oc))).get("conv")
+    return _conv_jit((int(kh), int(kw), int(c), int(oc), int(bool(pool)))).get("conv")
 
 
-def warm_conv(kh: int, kw: int, c: int, oc: int, timeout: float | None = 120.0) -> bool:
+def warm_conv(
+    kh: int, kw: int, c: int, oc: int, pool: bool = False, timeout: float | None = 120.0
+) -> bool:
     """Compile `conv_bias_relu` for these sizes now and wait; whether it is ready."""
     if fused_updates._DISABLED:
         return False
-    return _conv_jit((int(kh), int(kw), int(c), int(oc))).warm(timeout)
+    return _conv_jit((int(kh), int(kw), int(c), int(oc), int(bool(pool)))).warm(timeout)

@@ -22,6 +22,7 @@ from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.conv_ops import _each_part, _parts
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
 from asyncflow.ops.pooling_ops import (  # convert_padding: TF's nn_ops helper
+    _max_pool_run,
     convert_padding,  # noqa: F401
     max_pool_grad_relu,
 )
@@ -29,6 +30,7 @@ from asyncflow.registry import (
     FLOATING,
     NUMERIC,
     REAL,
+    REQUIRED,
     NotDifferentiable,
     TypeConstraint,
     get_op_def,
@@ -1051,19 +1053,24 @@ def fuse_bias_add_relu(view) -> None:
         view.fuse(i, "_FusedBiasAddRelu", attrs, list(src.inputs), absorbed=[j])
 
 
-# -- graph pass: Conv2D -> BiasAdd -> Relu of few input channels in one pass ---------------
+# -- graph pass: Conv2D -> BiasAdd -> Relu (-> MaxPool) of few input channels in one pass --
 #
 # TF's grappler makes `_FusedConv2D` (BiasAdd, Relu) of this chain.  Here it is formed
 # where the input has at most cnn_jit's few channels and the convolution's stride and
 # dilation are 1 (LeNet's first layer), for cnn_jit's compiled loop, which writes the
 # activation once with no column matrix (the layer's [64,28,28,32] output, 6.4 MB, was
-# written by Conv2D, then read and written again by _FusedBiasAddRelu).  The kernel
-# takes every case Conv2D and BiasAdd take: where the loop does not apply (other sizes
-# or dtypes, the loop not compiled yet) it runs Conv2D's kernel, then BiasAdd's with
-# the ReLU, on the convolution's fresh output.
+# written by Conv2D, then read and written again by _FusedBiasAddRelu).  A 2x2 stride-2
+# MaxPool of the activation joins it (`_FusedConv2DBiasAddReluMaxPool`, outputs the pool
+# and the activation, which the gradients read): the loop pools each pair of rows it has
+# just written, where MaxPool read the whole activation again.  The kernels take every
+# case the ops they replace take: where the loop does not apply (other sizes or dtypes,
+# odd sizes for the pool, the loop not compiled yet) they run Conv2D's kernel, then
+# BiasAdd's with the ReLU on the convolution's fresh output, then MaxPool's.
 
-# Whether the pass forms the fused node (benchmarks' A/B: ab_inproc.py --attr).
+# Whether the pass forms the fused nodes (benchmarks' A/B: ab_inproc.py --attr), and
+# whether it takes the MaxPool in.
 _FUSE_CONV = True
+_FUSE_CONV_POOL = True
 
 FusedConv2DBiasAddRelu = register_op(
     "_FusedConv2DBiasAddRelu",
@@ -1073,6 +1080,20 @@ FusedConv2DBiasAddRelu = register_op(
     shape_fn=lambda op: [tensor_shape.unknown_shape()],
 )
 NotDifferentiable("_FusedConv2DBiasAddRelu")  # introduced after the gradients were built
+
+FusedConv2DBiasAddReluMaxPool = register_op(
+    "_FusedConv2DBiasAddReluMaxPool",
+    inputs=["input: T", "filter: T", "bias: T"],
+    outputs=["pooled: T", "activation: T"],
+    attrs={
+        **conv_ops._CONV_ATTRS,
+        "ksize": REQUIRED,
+        "pool_strides": REQUIRED,
+        "pool_padding": REQUIRED,
+    },
+    shape_fn=lambda op: [tensor_shape.unknown_shape(), tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedConv2DBiasAddReluMaxPool")
 
 
 class _OwnValue:
@@ -1087,8 +1108,9 @@ class _OwnValue:
         return True
 
 
-def _direct_conv_loop(ctx, x, w, bias):
-    """(cnn_jit's compiled loop, geometry) where it takes this convolution, else None."""
+def _direct_conv_loop(ctx, x, w, bias, pool: bool = False):
+    """(cnn_jit's compiled loop, geometry) where it takes this convolution (and the 2x2
+    stride-2 pooling of its output, `pool`), else None."""
     attrs = ctx.attrs
     if ctx.xp is not np or attrs["data_format"] != "NHWC" or attrs["padding"] == "EXPLICIT":
         return None
@@ -1104,31 +1126,32 @@ def _direct_conv_loop(ctx, x, w, bias):
     if list(attrs["strides"]) != ones or list(attrs.get("dilations") or ones) != ones:
         return None
     g = conv_ops._Geom(attrs, x.shape, w.shape)  # (TF's errors for a bad geometry)
-    if 0 in g.out_nhwc():
+    if 0 in g.out_nhwc() or (pool and (g.oh % 2 or g.ow % 2)):
         return None
-    fn = cnn_jit.conv_bias_relu(kh, kw, c, oc)
+    fn = cnn_jit.conv_bias_relu(kh, kw, c, oc, pool)
     return None if fn is None else (fn, g)
 
 
-def _conv_bias_relu(fn, g, x, w, bias):
+def _conv_bias_relu(fn, g, x, w, bias, pool: bool = False):
     """max(conv2d(x, w) + bias, 0) by the compiled loop `fn`, the batch's parts on the
-    budget's threads (each element computed alike however the parts fall)."""
+    budget's threads (each element computed alike however the parts fall); with `pool`,
+    (its 2x2 stride-2 max pooling, the activation)."""
     xpad = np.require(conv_ops.pad_spatial(np, x, *g.pad), requirements=("C", "W"))
     w = np.require(w, requirements=("C", "W"))  # (numba types read-only arrays apart)
     bias = np.require(bias, requirements=("C", "W"))
     out = np.empty(g.out_nhwc(), np.float32)
-    sizes = (g.kh, g.kw, g.c, g.oc)
+    pooled = np.empty((g.n, g.oh // 2, g.ow // 2, g.oc) if pool else (1, 1, 1, 1), np.float32)
+    sizes = (g.kh, g.kw, g.c, g.oc, int(pool))
 
     def part(s: int, e: int) -> None:
-        fn(xpad[s:e], w, bias, out[s:e], *sizes)
+        fn(xpad[s:e], w, bias, out[s:e], pooled[s:e] if pool else pooled, *sizes)
 
     per_image = g.oh * g.ow * (g.oc + g.kh * g.kw * g.c) * 4
     _each_part(np, _parts(np, g.n, per_image, block_bytes=1 << 62), part)
-    return out
+    return (pooled, out) if pool else out
 
 
-@FusedConv2DBiasAddRelu.kernel("CPU")
-async def _fused_conv2d_bias_add_relu(ctx, x, w, bias):
+async def _conv_bias_relu_run(ctx, x, w, bias):
     x, w, bias = np.asarray(x), np.asarray(w), np.asarray(bias)
     direct = _direct_conv_loop(ctx, x, w, bias)
     if direct is not None:
@@ -1139,10 +1162,36 @@ async def _fused_conv2d_bias_add_relu(ctx, x, w, bias):
     return await _bias_add_impl(_OwnValue(ctx), y, bias, True)
 
 
+@FusedConv2DBiasAddRelu.kernel("CPU")
+async def _fused_conv2d_bias_add_relu(ctx, x, w, bias):
+    return await _conv_bias_relu_run(ctx, x, w, bias)
+
+
+@FusedConv2DBiasAddReluMaxPool.kernel("CPU")
+async def _fused_conv2d_bias_add_relu_max_pool(ctx, x, w, bias):
+    x, w, bias = np.asarray(x), np.asarray(w), np.asarray(bias)
+    direct = _direct_conv_loop(ctx, x, w, bias, pool=True)
+    if direct is not None:
+        fn, g = direct
+        cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
+        return list(await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, True, cost=cost))
+    y = await _conv_bias_relu_run(ctx, x, w, bias)
+    attrs = {
+        "ksize": ctx.attrs["ksize"],
+        "strides": ctx.attrs["pool_strides"],
+        "padding": ctx.attrs["pool_padding"],
+        "explicit_paddings": [],
+        "data_format": "NHWC",
+    }
+    return [await _max_pool_run(ctx, attrs, y), y]
+
+
 def fuse_conv2d_bias_add_relu(view) -> None:
     """Relu(BiasAdd(Conv2D(x, w), b)), each value feeding only the next, as one
     _FusedConv2DBiasAddRelu where cnn_jit's loop may take it (float32 NHWC, stride and
-    dilation 1, SAME or VALID, a filter of at most CONV_MAX_C input channels)."""
+    dilation 1, SAME or VALID, a filter of at most CONV_MAX_C input channels); with a
+    2x2 stride-2 MaxPool among the Relu's consumers, _FusedConv2DBiasAddReluMaxPool in
+    the MaxPool's place, whose second output the Relu's other consumers then read."""
     if not _FUSE_CONV:
         return
     for i, node in enumerate(view.nodes):
@@ -1166,7 +1215,40 @@ def fuse_conv2d_bias_add_relu(view) -> None:
             continue
         attrs = {k: conv.op._attr(k) for k in conv_ops._CONV_ATTRS}
         inputs = [*conv.inputs, add.inputs[1]]
-        view.fuse(i, "_FusedConv2DBiasAddRelu", attrs, inputs, absorbed=[j, m])
+        pool = _pool_of(view, i) if _FUSE_CONV_POOL else None
+        if pool is None:
+            view.fuse(i, "_FusedConv2DBiasAddRelu", attrs, inputs, absorbed=[j, m])
+            continue
+        mp = view.nodes[pool].op
+        attrs["ksize"] = mp._attr("ksize")
+        attrs["pool_strides"] = mp._attr("strides")
+        attrs["pool_padding"] = mp._attr("padding")
+        absorbed = [i, j, m]
+        view.fuse(pool, "_FusedConv2DBiasAddReluMaxPool", attrs, inputs, absorbed, [(i, 0)])
+
+
+def _pool_of(view, i: int) -> int | None:
+    """The one MaxPool reading Relu node i that the loop may pool with it (2x2 windows at
+    stride 2, NHWC, SAME or VALID, on i's device), or None."""
+    found = None
+    for k, _ in view.consumers(i):
+        op = view.nodes[k].op
+        if op.type != "MaxPool":
+            continue
+        if found is not None:
+            return None  # two poolings of one activation: leave them be
+        found = k
+    if found is None or not view.available(found) or view.reads_ref(found):
+        return None
+    op = view.nodes[found].op
+    if view.nodes[found].device is not view.nodes[i].device:
+        return None
+    two = [1, 2, 2, 1]
+    if list(op._attr("ksize")) != two or list(op._attr("strides")) != two:
+        return None
+    if op._attr("data_format") != "NHWC" or op._attr("padding") not in ("SAME", "VALID"):
+        return None
+    return found if op._attr("T") == dtypes.float32 else None
 
 
 def _direct_conv_attrs(op) -> bool:

@@ -131,6 +131,33 @@ def test_conv2d_seen_elsewhere_is_not_absorbed():
         assert "_FusedConv2DBiasAddRelu" not in types and "Conv2D" in types
 
 
+def test_conv_layer_and_its_pool_become_one_node_whose_activation_the_gradient_reads():
+    with tf.Graph().as_default():
+        x, _, y = _conv_layer([None, 8, 8, 1], [5, 5, 1, 4])
+        pool = tf.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+        (dx,) = tf.gradients(tf.reduce_sum(pool), [x])
+        p = _partition([dx], [x])
+        types = _apply(nn_ops.fuse_conv2d_bias_add_relu, p)
+        assert "_FusedConv2DBiasAddReluMaxPool" in types
+        assert not {"Conv2D", "BiasAdd", "Relu", "MaxPool"} & set(types)
+        fused = next(k for k, n in enumerate(p.nodes) if n.op.type.endswith("MaxPool"))
+        (grad,) = [n for n in p.nodes if n.op.type == "MaxPoolGrad"]
+        assert [tuple(src) for src in grad.inputs[:2]] == [(fused, 1), (fused, 0)]
+
+
+@pytest.mark.parametrize("second_pool", [False, True])
+def test_a_pool_of_other_windows_or_a_second_pool_stays_apart(second_pool):
+    with tf.Graph().as_default():
+        x, _, y = _conv_layer([None, 8, 8, 1], [5, 5, 1, 4])
+        if second_pool:  # two poolings of one activation
+            pools = [tf.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], "SAME") for _ in range(2)]
+        else:  # 3x3 windows
+            pools = [tf.nn.max_pool(y, [1, 3, 3, 1], [1, 2, 2, 1], "SAME")]
+        p = _partition(pools, [x])
+        types = _apply(nn_ops.fuse_conv2d_bias_add_relu, p)
+        assert "_FusedConv2DBiasAddRelu" in types and "MaxPool" in types
+
+
 def test_max_pool_grad_relu_grad_pattern():
     with tf.Graph().as_default():
         x = tf.placeholder(tf.float32, [2, 8, 8, 3])

@@ -418,3 +418,82 @@ def test_conv2d_bias_relu_float64_and_many_channels_keep_conv2d():
         ref = np.maximum(_ref_conv(xv, w, (1, 1), "SAME", (1, 1)) + b, 0)
         tol = 1e-12 if dtype == np.float64 else 1e-5
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+# x shape, filter shape, conv padding, pool padding: even outputs (the loop pools), and
+# an odd output (MaxPool's kernel after the loop; SAME pads the last window)
+_FUSED_POOL = [
+    ((2, 6, 8, 1), (3, 3, 1, 4), "SAME", "VALID"),
+    ((1, 7, 6, 2), (2, 3, 2, 3), "VALID", "SAME"),
+    ((2, 7, 5, 1), (3, 3, 1, 4), "SAME", "SAME"),
+]
+
+
+def _ref_pool(y, padding):
+    n, h, w, c = y.shape
+    oh, ow = (-(-h // 2), -(-w // 2)) if padding == "SAME" else (h // 2, w // 2)
+    yp = np.full((n, 2 * oh, 2 * ow, c), -np.inf)
+    yp[:, :h, :w] = y[:, : 2 * oh, : 2 * ow]
+    return yp.reshape(n, oh, 2, ow, 2, c).max(axis=(2, 4))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("xs,ws,pad,pool_pad", _FUSED_POOL, ids=lambda v: str(v))
+def test_conv2d_bias_relu_max_pool_fused(xs, ws, pad, pool_pad, compiled, monkeypatch):
+    from asyncflow.ops import cnn_jit
+
+    if compiled and not (cnn_jit.warm_conv(*ws, pool=True) and cnn_jit.warm_conv(*ws)):
+        pytest.skip("numba is not installed")
+    if not compiled:
+        monkeypatch.setattr(cnn_jit, "conv_bias_relu", lambda *sizes: None)
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    pooled = af.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], pool_pad)
+    xv = _RNG.uniform(-1, 1, xs).astype(np.float32)
+    xv[0, 2, 3, 0] = np.nan
+    (got_p, got_y), types = _run_with_types([pooled, y], {x: xv})
+    assert "_FusedConv2DBiasAddReluMaxPool" in types and "MaxPool" not in types
+    ref = np.maximum(_ref_conv(xv.astype(np.float64), w, (1, 1), pad, (1, 1)) + b, 0)
+    np.testing.assert_allclose(got_y, ref, rtol=1e-5, atol=1e-5)
+    assert got_p.dtype == np.float32 and np.isnan(got_p).any()
+    np.testing.assert_allclose(got_p, _ref_pool(ref, pool_pad), rtol=1e-5, atol=1e-5)
+    # the pool of the activation itself, bit for bit (MaxPool's own kernel's values)
+    np.testing.assert_array_equal(got_p, _ref_pool(got_y.astype(np.float64), pool_pad))
+
+
+@pytest.mark.timeout(120)
+def test_conv2d_bias_relu_max_pool_fused_gradients():
+    from asyncflow.ops import cnn_jit
+
+    xs, ws, pad, pool_pad = _FUSED_POOL[0]
+    if not cnn_jit.warm_conv(*ws, pool=True):
+        pytest.skip("numba is not installed")
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    pooled = af.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], pool_pad)
+    graph_ops = ops.get_default_graph().get_operations()
+    (wt,) = [op.inputs[1] for op in graph_ops if op.type == "Conv2D"]
+    (bt,) = [op.inputs[1] for op in graph_ops if op.type == "BiasAdd"]
+    gw, gb = af.gradients(af.reduce_sum(pooled * pooled), [wt, bt])
+    xv = _RNG.uniform(-1, 1, (3, *xs[1:])).astype(np.float32)
+    (gwv, gbv), types = _run_with_types([gw, gb], {x: xv})
+    assert "_FusedConv2DBiasAddReluMaxPool" in types
+    x64 = xv.astype(np.float64)
+    act = np.maximum(_ref_conv(x64, w, (1, 1), pad, (1, 1)) + b, 0)
+    n, h, wd, oc = act.shape
+    win = act.reshape(n, h // 2, 2, wd // 2, 2, oc).transpose(0, 1, 3, 5, 2, 4)
+    win = win.reshape(n, h // 2, wd // 2, oc, 4)
+    first = np.argmax(win, axis=-1)  # the gradient goes to each window's first maximum
+    dwin = np.zeros_like(win)
+    np.put_along_axis(dwin, first[..., None], 2 * win.max(axis=-1)[..., None], axis=-1)
+    dact = dwin.reshape(n, h // 2, wd // 2, oc, 2, 2).transpose(0, 1, 4, 2, 5, 3)
+    dpre = dact.reshape(act.shape) * (act > 0)
+    np.testing.assert_allclose(gbv, dpre.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-5)
+    kh, kw, c, _ = ws
+    xp = np.zeros((3, xs[1] + kh, xs[2] + kw, c))
+    ph, pw = (kh - 1) // 2, (kw - 1) // 2
+    xp[:, ph : ph + xs[1], pw : pw + xs[2]] = x64
+    ref = np.zeros(ws)
+    for i in range(kh):
+        for j in range(kw):
+            ref[i, j] = np.einsum("nhwc,nhwk->ck", xp[:, i : i + h, j : j + wd], dpre)
+    np.testing.assert_allclose(gwv, ref, rtol=1e-4, atol=1e-5)
