@@ -213,14 +213,16 @@ def usable(*arrays) -> bool:
 # ms).
 
 
-def _conv_bias_relu(xpad, w, bias, out, pooled, kh, kw, c, oc, pool):
+def _conv_bias_relu(xpad, w, bias, out, pooled, code, kh, kw, c, oc, pool):
     # xpad: [N, OH + KH - 1, OW + KW - 1, C] padded NHWC input; w: [KH, KW, C, OC];
     # out: [N, OH, OW, OC] = max(correlation + bias, 0), a NaN sum kept (np.maximum's);
     # kh, kw, c, oc and pool are literals of the compiled signature (`_conv_signature`).
     # Two output rows at a time share the filter's loads, each sum in two halves (even
     # and odd filter rows) to halve the chains of dependent multiply-adds.  With pool
     # (OH and OW even), the two rows just written, still in cache, are max-pooled 2x2 at
-    # stride 2 into pooled [N, OH / 2, OW / 2, OC], as `_pool_2x2` computes it.
+    # stride 2 into pooled [N, OH / 2, OW / 2, OC], as `_pool_2x2` computes it, and each
+    # window's first maximum goes to code (uint8, the same shape) as `_first_max_2x2`
+    # finds it: what MaxPoolGrad would find again from the activation.
     n, oh, ow, _ = out.shape
     zero = out.dtype.type(0)
     for b in range(n):
@@ -257,7 +259,13 @@ def _conv_bias_relu(xpad, w, bias, out, pooled, kh, kw, c, oc, pool):
                         b1 = out[b, i + 1, 2 * j2 + 1, k]
                         m0 = a0 if (a0 > b0) | (a0 != a0) else b0  # the rows first
                         m1 = a1 if (a1 > b1) | (a1 != a1) else b1
-                        pooled[b, i2, j2, k] = m0 if (m0 > m1) | (m0 != m0) else m1
+                        v = m0 if (m0 > m1) | (m0 != m0) else m1
+                        pooled[b, i2, j2, k] = v
+                        q = np.uint8(4)
+                        q = np.uint8(3) if b1 == v else q
+                        q = np.uint8(2) if b0 == v else q
+                        q = np.uint8(1) if a1 == v else q
+                        code[b, i2, j2, k] = np.uint8(0) if (a0 == v) | (v != v) else q
         if oh % 2:  # the last row alone, its sums in the same order
             i = oh - 1
             for j in range(ow):
@@ -289,7 +297,7 @@ def _conv_signature(numba, key):
     t = numba.core.types
     a4 = t.Array(t.float32, 4, "C")
     lit = [t.IntegerLiteral(int(v)) for v in key]
-    return (a4, a4, t.Array(t.float32, 1, "C"), a4, a4, *lit)
+    return (a4, a4, t.Array(t.float32, 1, "C"), a4, a4, t.Array(t.uint8, 4, "C"), *lit)
 
 
 def _build_conv(numba, key) -> dict:
@@ -320,9 +328,9 @@ def _conv_jit(key) -> jit_loops.BackgroundLoops:
 
 def conv_bias_relu(kh: int, kw: int, c: int, oc: int, pool: bool = False):
     """The compiled `_conv_bias_relu` for float32, these sizes and pooling or not, called
-    as `fn(xpad, w, bias, out, pooled, kh, kw, c, oc, pool)` with C-contiguous writable
-    arrays (pooled: any such array when not pooling), or None while it is not ready (the
-    first request starts its compile)."""
+    as `fn(xpad, w, bias, out, pooled, code, kh, kw, c, oc, pool)` with C-contiguous
+    writable arrays (pooled and code: any such arrays when not pooling), or None while it
+    is not ready (the first request starts its compile)."""
     if fused_updates._DISABLED:
         return None
     return _conv_jit((int(kh), int(kw), int(c), int(oc), int(bool(pool)))).get("conv")

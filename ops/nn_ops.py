@@ -24,7 +24,9 @@ from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str
 from asyncflow.ops.pooling_ops import (  # convert_padding: TF's nn_ops helper
     _max_pool_run,
     convert_padding,  # noqa: F401
+    first_max_code,
     max_pool_grad_relu,
+    spread_relu_by_code,
 )
 from asyncflow.registry import (
     FLOATING,
@@ -1084,14 +1086,14 @@ NotDifferentiable("_FusedConv2DBiasAddRelu")  # introduced after the gradients w
 FusedConv2DBiasAddReluMaxPool = register_op(
     "_FusedConv2DBiasAddReluMaxPool",
     inputs=["input: T", "filter: T", "bias: T"],
-    outputs=["pooled: T", "activation: T"],
+    outputs=["pooled: T", "activation: T", "argmax: uint8"],
     attrs={
         **conv_ops._CONV_ATTRS,
         "ksize": REQUIRED,
         "pool_strides": REQUIRED,
         "pool_padding": REQUIRED,
     },
-    shape_fn=lambda op: [tensor_shape.unknown_shape(), tensor_shape.unknown_shape()],
+    shape_fn=lambda op: [tensor_shape.unknown_shape()] * 3,
 )
 NotDifferentiable("_FusedConv2DBiasAddReluMaxPool")
 
@@ -1135,20 +1137,25 @@ def _direct_conv_loop(ctx, x, w, bias, pool: bool = False):
 def _conv_bias_relu(fn, g, x, w, bias, pool: bool = False):
     """max(conv2d(x, w) + bias, 0) by the compiled loop `fn`, the batch's parts on the
     budget's threads (each element computed alike however the parts fall); with `pool`,
-    (its 2x2 stride-2 max pooling, the activation)."""
+    (its 2x2 stride-2 max pooling, the activation, each window's first-maximum code)."""
     xpad = np.require(conv_ops.pad_spatial(np, x, *g.pad), requirements=("C", "W"))
     w = np.require(w, requirements=("C", "W"))  # (numba types read-only arrays apart)
     bias = np.require(bias, requirements=("C", "W"))
     out = np.empty(g.out_nhwc(), np.float32)
-    pooled = np.empty((g.n, g.oh // 2, g.ow // 2, g.oc) if pool else (1, 1, 1, 1), np.float32)
+    pool_shape = (g.n, g.oh // 2, g.ow // 2, g.oc) if pool else (1, 1, 1, 1)
+    pooled = np.empty(pool_shape, np.float32)
+    code = np.empty(pool_shape, np.uint8)
     sizes = (g.kh, g.kw, g.c, g.oc, int(pool))
 
     def part(s: int, e: int) -> None:
-        fn(xpad[s:e], w, bias, out[s:e], pooled[s:e] if pool else pooled, *sizes)
+        if pool:
+            fn(xpad[s:e], w, bias, out[s:e], pooled[s:e], code[s:e], *sizes)
+        else:
+            fn(xpad[s:e], w, bias, out[s:e], pooled, code, *sizes)
 
     per_image = g.oh * g.ow * (g.oc + g.kh * g.kw * g.c) * 4
     _each_part(np, _parts(np, g.n, per_image, block_bytes=1 << 62), part)
-    return (pooled, out) if pool else out
+    return (pooled, out, code) if pool else out
 
 
 async def _conv_bias_relu_run(ctx, x, w, bias):
@@ -1176,6 +1183,9 @@ async def _fused_conv2d_bias_add_relu_max_pool(ctx, x, w, bias):
         cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
         return list(await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, True, cost=cost))
     y = await _conv_bias_relu_run(ctx, x, w, bias)
+    n, h, wd, _ = y.shape
+    if h % 2 or wd % 2 or y.dtype.kind != "f":  # (the pass fuses even static sizes only)
+        raise errors.InternalError(None, None, f"cannot code the pooling of {y.shape}")
     attrs = {
         "ksize": ctx.attrs["ksize"],
         "strides": ctx.attrs["pool_strides"],
@@ -1183,7 +1193,8 @@ async def _fused_conv2d_bias_add_relu_max_pool(ctx, x, w, bias):
         "explicit_paddings": [],
         "data_format": "NHWC",
     }
-    return [await _max_pool_run(ctx, attrs, y), y]
+    pooled = await _max_pool_run(ctx, attrs, y)
+    return [pooled, y, await ctx.compute(first_max_code, y, pooled)]
 
 
 def fuse_conv2d_bias_add_relu(view) -> None:
@@ -1224,12 +1235,19 @@ def fuse_conv2d_bias_add_relu(view) -> None:
         attrs["pool_strides"] = mp._attr("strides")
         attrs["pool_padding"] = mp._attr("padding")
         absorbed = [i, j, m]
-        view.fuse(pool, "_FusedConv2DBiasAddReluMaxPool", attrs, inputs, absorbed, [(i, 0)])
+        view.fuse(
+            pool, "_FusedConv2DBiasAddReluMaxPool", attrs, inputs, absorbed, [(i, 0)],
+            extra=[dtypes.uint8],
+        )  # fmt: skip
 
 
 def _pool_of(view, i: int) -> int | None:
     """The one MaxPool reading Relu node i that the loop may pool with it (2x2 windows at
-    stride 2, NHWC, SAME or VALID, on i's device), or None."""
+    stride 2, NHWC, SAME or VALID, on i's device, an activation of even height and width
+    when built), or None."""
+    dims = view.nodes[i].op.outputs[0].shape
+    if dims.ndims != 4 or any(d.value is None or d.value % 2 for d in (dims[1], dims[2])):
+        return None
     found = None
     for k, _ in view.consumers(i):
         op = view.nodes[k].op
@@ -1282,6 +1300,32 @@ async def _fused_max_pool_grad_relu_grad(ctx, x, y, dy):
     return await max_pool_grad_relu(ctx, x, y, dy)
 
 
+FusedMaxPoolGradReluGradOfArgmax = register_op(
+    "_FusedMaxPoolGradReluGradOfArgmax",
+    inputs=["argmax: uint8", "orig_output: T", "grad: T"],
+    outputs=["output: T"],
+    attrs={"T": FLOATING},
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedMaxPoolGradReluGradOfArgmax")
+
+
+@FusedMaxPoolGradReluGradOfArgmax.kernel("CPU")
+async def _fused_max_pool_grad_relu_grad_of_argmax(ctx, code, y, dy):
+    code, y, dy = np.asarray(code), np.asarray(y), np.asarray(dy)
+    if not (code.shape == y.shape == dy.shape and y.ndim == 4):
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"Expected grad shape to be {_shape_str(y.shape)}, but got {_shape_str(dy.shape)}",
+        )  # fmt: skip
+    return await ctx.compute(spread_relu_by_code, code, y, dy, cost=float(4 * dy.nbytes))
+
+
+# Whether a MaxPoolGrad of _FusedConv2DBiasAddReluMaxPool's outputs reads its code
+# (benchmarks' A/B).
+_GRAD_OF_ARGMAX = True
+
+
 def fuse_max_pool_grad_relu_grad(view) -> None:
     """ReluGrad(MaxPoolGrad(x, y, dy), x): the gradient masked on the pooled tensor,
     inside the MaxPoolGrad (pooling_ops.max_pool_grad_relu)."""
@@ -1297,6 +1341,18 @@ def fuse_max_pool_grad_relu_grad(view) -> None:
         if tuple(src.inputs[0]) != tuple(features):
             continue  # ReluGrad of some other tensor than the pool's input
         if view.sole_consumer(j) != i:
+            continue
+        f, out = src.inputs[0]
+        if (
+            _GRAD_OF_ARGMAX
+            and f != "feed"
+            and view.nodes[f].op.type == "_FusedConv2DBiasAddReluMaxPool"
+            and (out, *src.inputs[1]) == (1, f, 0)
+            and list(src.op._attr("ksize")) == list(src.op._attr("strides")) == [1, 2, 2, 1]
+        ):  # the pooling's own activation and output: the code its loop wrote
+            attrs = {"T": src.op._attr("T")}
+            inputs = [(f, 2), (f, 0), src.inputs[2]]
+            view.fuse(i, "_FusedMaxPoolGradReluGradOfArgmax", attrs, inputs, [j])
             continue
         view.fuse(i, "_FusedMaxPoolGradReluGrad", dict(src.op._attrs), list(src.inputs), [j])
 

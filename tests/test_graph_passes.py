@@ -143,6 +143,12 @@ def test_conv_layer_and_its_pool_become_one_node_whose_activation_the_gradient_r
         fused = next(k for k, n in enumerate(p.nodes) if n.op.type.endswith("MaxPool"))
         (grad,) = [n for n in p.nodes if n.op.type == "MaxPoolGrad"]
         assert [tuple(src) for src in grad.inputs[:2]] == [(fused, 1), (fused, 0)]
+        # MaxPoolGrad + ReluGrad then read the window codes the fused layer wrote
+        types = _apply(nn_ops.fuse_max_pool_grad_relu_grad, p)
+        assert "_FusedMaxPoolGradReluGradOfArgmax" in types and "ReluGrad" not in types
+        fused = next(k for k, n in enumerate(p.nodes) if n.op.type.endswith("MaxPool"))
+        (grad,) = [n for n in p.nodes if n.op.type == "_FusedMaxPoolGradReluGradOfArgmax"]
+        assert [tuple(src) for src in grad.inputs[:2]] == [(fused, 2), (fused, 0)]
 
 
 @pytest.mark.parametrize("second_pool", [False, True])

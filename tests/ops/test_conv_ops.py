@@ -421,7 +421,7 @@ def test_conv2d_bias_relu_float64_and_many_channels_keep_conv2d():
 
 
 # x shape, filter shape, conv padding, pool padding: even outputs (the loop pools), and
-# an odd output (MaxPool's kernel after the loop; SAME pads the last window)
+# an odd output (left to MaxPool's kernel: SAME pads the last window)
 _FUSED_POOL = [
     ((2, 6, 8, 1), (3, 3, 1, 4), "SAME", "VALID"),
     ((1, 7, 6, 2), (2, 3, 2, 3), "VALID", "SAME"),
@@ -452,7 +452,10 @@ def test_conv2d_bias_relu_max_pool_fused(xs, ws, pad, pool_pad, compiled, monkey
     xv = _RNG.uniform(-1, 1, xs).astype(np.float32)
     xv[0, 2, 3, 0] = np.nan
     (got_p, got_y), types = _run_with_types([pooled, y], {x: xv})
-    assert "_FusedConv2DBiasAddReluMaxPool" in types and "MaxPool" not in types
+    if y.shape.as_list()[1] % 2 or y.shape.as_list()[2] % 2:
+        assert "_FusedConv2DBiasAddRelu" in types and "MaxPool" in types
+    else:
+        assert "_FusedConv2DBiasAddReluMaxPool" in types and "MaxPool" not in types
     ref = np.maximum(_ref_conv(xv.astype(np.float64), w, (1, 1), pad, (1, 1)) + b, 0)
     np.testing.assert_allclose(got_y, ref, rtol=1e-5, atol=1e-5)
     assert got_p.dtype == np.float32 and np.isnan(got_p).any()
@@ -497,3 +500,35 @@ def test_conv2d_bias_relu_max_pool_fused_gradients():
         for j in range(kw):
             ref[i, j] = np.einsum("nhwc,nhwk->ck", xp[:, i : i + h, j : j + wd], dpre)
     np.testing.assert_allclose(gwv, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_pool_gradient_from_the_fused_layers_code_is_max_pool_grads(compiled, monkeypatch):
+    from asyncflow.ops import cnn_jit, nn_ops
+
+    xs, ws, pad, pool_pad = _FUSED_POOL[0]
+    if compiled and not (cnn_jit.warm_conv(*ws, pool=True) and cnn_jit.warm()):
+        pytest.skip("numba is not installed")
+    if not compiled:
+        monkeypatch.setattr(cnn_jit, "conv_bias_relu", lambda *sizes: None)
+        monkeypatch.setattr(cnn_jit, "loops", lambda: None)
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    pooled = af.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], pool_pad)
+    graph_ops = ops.get_default_graph().get_operations()
+    (wt,) = [op.inputs[1] for op in graph_ops if op.type == "Conv2D"]
+    (bt,) = [op.inputs[1] for op in graph_ops if op.type == "BiasAdd"]
+    dy = af.constant(_RNG.standard_normal((4, 3, 4, 4)).astype(np.float32))
+    grads = af.gradients(pooled, [wt, bt, x], grad_ys=dy)
+    xv = np.zeros((4, *xs[1:]), np.float32)
+    xv[0] = 1.0  # constant images: ties inside every window
+    xv[1, 2:] = _RNG.standard_normal((4, 8, 1))
+    xv[2] = _RNG.standard_normal(xs[1:])
+    xv[3, 3, 3, 0] = np.nan
+    got = {}
+    for argmax in (True, False):
+        monkeypatch.setattr(nn_ops, "_GRAD_OF_ARGMAX", argmax)
+        got[argmax], types = _run_with_types(grads, {x: xv})
+        assert ("_FusedMaxPoolGradReluGradOfArgmax" in types) == argmax
+    for a, b in zip(got[True], got[False]):
+        np.testing.assert_array_equal(a, b)
