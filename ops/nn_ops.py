@@ -1158,9 +1158,9 @@ def _conv_bias_relu(fn, g, x, w, bias, pool: bool = False):
     return (pooled, out, code) if pool else out
 
 
-async def _conv_bias_relu_run(ctx, x, w, bias):
+async def _conv_bias_relu_run(ctx, x, w, bias, loop: bool = True):
     x, w, bias = np.asarray(x), np.asarray(w), np.asarray(bias)
-    direct = _direct_conv_loop(ctx, x, w, bias)
+    direct = _direct_conv_loop(ctx, x, w, bias) if loop else None
     if direct is not None:
         fn, g = direct
         cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
@@ -1182,7 +1182,8 @@ async def _fused_conv2d_bias_add_relu_max_pool(ctx, x, w, bias):
         fn, g = direct
         cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
         return list(await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, True, cost=cost))
-    y = await _conv_bias_relu_run(ctx, x, w, bias)
+    # (not the loop without the pool: a second specialisation would compile meanwhile)
+    y = await _conv_bias_relu_run(ctx, x, w, bias, loop=False)
     n, h, wd, _ = y.shape
     if h % 2 or wd % 2 or y.dtype.kind != "f":  # (the pass fuses even static sizes only)
         raise errors.InternalError(None, None, f"cannot code the pooling of {y.shape}")
