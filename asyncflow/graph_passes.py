@@ -326,17 +326,19 @@ class PartitionView:
         inputs: list,
         absorbed: list[int],
         outputs: list | None = None,
+        extra: list | None = None,
     ):
         """Replace node `into` by a node of `op_type` taking `inputs`; the nodes of
         `absorbed` (each feeding only this pattern, unless it is one of `outputs`) are
         dropped, and their control edges, in and out, move to the fused node.  The
         fused node's outputs are `into`'s, then the values `outputs` lists ((node,
-        output) of absorbed nodes), whose consumers and fetches it takes over.
-        Returns the new op."""
+        output) of absorbed nodes), whose consumers and fetches it takes over, then new
+        values of the dtypes `extra` lists, read by nothing yet (a later rewrite's node
+        may).  Returns the new op."""
         self._keep_as_found()
         old = self.nodes[into]
         olds = list(old.op._outputs) + [self.nodes[j].op._outputs[k] for j, k in outputs or ()]
-        dtypes = [t.dtype for t in olds]
+        dtypes = [t.dtype for t in olds] + list(extra or ())
         # The fused node keeps the name of the node it replaces, as TF's remapper does: its
         # value is that node's (fetches, traces and errors name it so).
         op = make_op(self._graph, op_type, old.op.name, attrs, [], dtypes)
@@ -504,6 +506,7 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     matmul_ops.fuse_matmul_bias,
     matmul_sum.merge_matmul_rows,  # (two of those of one layer: after they formed)
     matmul_ops.fuse_matmul_relu_grad,
+    nn_ops.fuse_conv2d_bias_add_relu,  # (before the BiasAdd + Relu pair is taken)
     nn_ops.fuse_bias_add_relu,
     nn_ops.fuse_max_pool_grad_relu_grad,
     training_ops.fuse_matmul_into_updates,

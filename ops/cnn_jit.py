@@ -31,6 +31,10 @@ Every element is computed as the NumPy path computes it, up to the sign of a zer
   (a select, so an inf or NaN of dy stays in its own position), or with the ReLU
   `dy * (y > 0)` as TF's ReluGrad computes it (inf * 0 is NaN, -1 * 0 is -0).
 
+Also conv_ops' transposed column matrix of a stride-1 convolution (`_gather_cols_t`; the
+filter gradient of LeNet's first layer: 232 us for the batch against 362 for NumPy's copy
+of the strided window view, one thread, Intel Xeon).
+
 Scope: float32 and float64, C-contiguous writable arrays; pooling windows that tile the
 input exactly (2x2, stride 2, even H and W, no padding); the bias along the last axis.
 Anything else, or numba absent or disabled (ASYNCFLOW_NO_NUMBA=1), or the loops not
@@ -42,11 +46,13 @@ budget's threads share a batch's images (or rows) as before.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
-from asyncflow.ops import jit_loops
+from asyncflow.ops import fused_updates, jit_loops
 
-__all__ = ["loops", "usable", "warm"]
+__all__ = ["CONV_MAX_C", "conv_bias_relu", "loops", "usable", "warm", "warm_conv"]
 
 
 def _pool_2x2(x6, out):
@@ -131,6 +137,19 @@ def _add_relu_inplace(value, bias):
             value[i, k] = t if (t > zero) | (t != t) else zero
 
 
+def _gather_cols_t(xpad, cols):
+    # cols [KH, KW, C, N, OH, OW] of padded NHWC xpad, stride and dilation 1: conv_ops'
+    # transposed column matrix (`_Geom.cols_t`), each row a run of an output row
+    kh, kw, c, n, oh, ow = cols.shape
+    for p in range(kh):
+        for q in range(kw):
+            for ch in range(c):
+                for b in range(n):
+                    for i in range(oh):
+                        for j in range(ow):
+                            cols[p, q, ch, b, i, j] = xpad[b, i + p, j + q, ch]
+
+
 _NAMES = (
     "_pool_2x2",
     "_first_max_2x2",
@@ -138,6 +157,7 @@ _NAMES = (
     "_spread_relu_2x2",
     "_add_relu",
     "_add_relu_inplace",
+    "_gather_cols_t",
 )
 
 
@@ -158,6 +178,7 @@ def _build(numba) -> dict:
         rows, bias = np.ones((1, 1), dtype), np.ones(1, dtype)
         fns["_add_relu"](rows, bias, np.ones((1, 1), dtype))
         fns["_add_relu_inplace"](rows, bias)
+        fns["_gather_cols_t"](np.ones((1, 1, 1, 1), dtype), np.ones((1, 1, 1, 1, 1, 1), dtype))
     return fns
 
 
@@ -186,3 +207,158 @@ def usable(*arrays) -> bool:
         if a.dtype != dtype or not a.flags.c_contiguous or not a.flags.writeable:
             return False
     return True
+
+
+# -- a convolution of few input channels, with its bias and ReLU ----------------------------
+#
+# LeNet's first layer ([64,28,28,1] * [5,5,1,32] SAME, then BiasAdd and Relu) through
+# conv_ops' transposed columns took a gather of the 25 taps (5 MB), a GEMM with K = 25
+# and a pass of bias + ReLU over the 6.4 MB output (one thread, Intel Xeon, 2026-12-03:
+# 400 + 940 + 500 us).  Here each output pixel's OC values are summed from its KH*KW*C
+# taps in registers and written once, bias added and ReLU applied: 0.94-1.05 ms on one
+# thread for the same layer (the batch's parts on the budget's threads).  The loop
+# vectorises over the output channels only when KH, KW, C and OC are constants of the
+# compile (the tap loops unrolled inside the channel loop); so one specialisation is
+# compiled per (KH, KW, C, OC), integer literals in its signature, on a background
+# thread the first time a kernel asks for it, and kept in numba's on-disk cache.  Sums:
+# over the even filter rows' taps and over the odd rows' taps, each in (i, j, c) order as
+# fused multiply-adds, then the two added, then the bias; float32, the same for any split
+# of the batch.  Measured on the way (same layer, one thread): one row at a time with
+# one chain per sum 1.69-1.85 ms, two chains 1.36, two rows 1.03-1.08.  Slower: the sums
+# accumulated in the output row in memory (3.7-8.6 ms), vectorised over output positions
+# (3.8-21 ms), three or four rows or two columns or channel groups per iteration (numba's
+# loops were then not vectorised, LLVM's run-time alias checks for that many stores
+# being over its limit: 7-10 ms), and per-image GEMMs with the bias + ReLU in cache (2.1
+# ms).
+
+
+def _conv_bias_relu(xpad, w, bias, out, pooled, code, kh, kw, c, oc, pool):
+    # xpad: [N, OH + KH - 1, OW + KW - 1, C] padded NHWC input; w: [KH, KW, C, OC];
+    # out: [N, OH, OW, OC] = max(correlation + bias, 0), a NaN sum kept (np.maximum's);
+    # kh, kw, c, oc and pool are literals of the compiled signature (`_conv_signature`).
+    # Two output rows at a time share the filter's loads, each sum in two halves (even
+    # and odd filter rows) to halve the chains of dependent multiply-adds.  With pool
+    # (OH and OW even), the two rows just written, still in cache, are max-pooled 2x2 at
+    # stride 2 into pooled [N, OH / 2, OW / 2, OC], as `_pool_2x2` computes it, and each
+    # window's first maximum goes to code (uint8, the same shape) as `_first_max_2x2`
+    # finds it: what MaxPoolGrad would find again from the activation.
+    n, oh, ow, _ = out.shape
+    zero = out.dtype.type(0)
+    for b in range(n):
+        for i2 in range(oh // 2):
+            i = 2 * i2
+            for j in range(ow):
+                for k in range(oc):
+                    s0 = zero
+                    s1 = zero
+                    u0 = zero
+                    u1 = zero
+                    for p in range(0, kh, 2):
+                        for q in range(kw):
+                            for ch in range(c):
+                                wv = w[p, q, ch, k]
+                                s0 += xpad[b, i + p, j + q, ch] * wv
+                                s1 += xpad[b, i + 1 + p, j + q, ch] * wv
+                    for p in range(1, kh, 2):
+                        for q in range(kw):
+                            for ch in range(c):
+                                wv = w[p, q, ch, k]
+                                u0 += xpad[b, i + p, j + q, ch] * wv
+                                u1 += xpad[b, i + 1 + p, j + q, ch] * wv
+                    t = (s0 + u0) + bias[k]
+                    out[b, i, j, k] = t if (t > zero) | (t != t) else zero
+                    t = (s1 + u1) + bias[k]
+                    out[b, i + 1, j, k] = t if (t > zero) | (t != t) else zero
+            if pool:
+                for j2 in range(ow // 2):
+                    for k in range(oc):
+                        a0 = out[b, i, 2 * j2, k]
+                        a1 = out[b, i, 2 * j2 + 1, k]
+                        b0 = out[b, i + 1, 2 * j2, k]
+                        b1 = out[b, i + 1, 2 * j2 + 1, k]
+                        m0 = a0 if (a0 > b0) | (a0 != a0) else b0  # the rows first
+                        m1 = a1 if (a1 > b1) | (a1 != a1) else b1
+                        v = m0 if (m0 > m1) | (m0 != m0) else m1
+                        pooled[b, i2, j2, k] = v
+                        q = np.uint8(4)
+                        q = np.uint8(3) if b1 == v else q
+                        q = np.uint8(2) if b0 == v else q
+                        q = np.uint8(1) if a1 == v else q
+                        code[b, i2, j2, k] = np.uint8(0) if (a0 == v) | (v != v) else q
+        if oh % 2:  # the last row alone, its sums in the same order
+            i = oh - 1
+            for j in range(ow):
+                for k in range(oc):
+                    s0 = zero
+                    u0 = zero
+                    for p in range(0, kh, 2):
+                        for q in range(kw):
+                            for ch in range(c):
+                                s0 += xpad[b, i + p, j + q, ch] * w[p, q, ch, k]
+                    for p in range(1, kh, 2):
+                        for q in range(kw):
+                            for ch in range(c):
+                                u0 += xpad[b, i + p, j + q, ch] * w[p, q, ch, k]
+                    t = (s0 + u0) + bias[k]
+                    out[b, i, j, k] = t if (t > zero) | (t != t) else zero
+
+
+# Most input channels for which graphs get the fused kernel that calls the loop (nn_ops'
+# _FusedConv2DBiasAddRelu): its taps unrolled, KH*KW*C multiply-adds per channel group.
+CONV_MAX_C = 4
+
+_CONV_LOCK = threading.Lock()
+_CONV_JIT: dict = {}  # (kh, kw, c, oc, pool) -> jit_loops.BackgroundLoops of that one
+_conv_dispatcher: list = []
+
+
+def _conv_signature(numba, key):
+    t = numba.core.types
+    a4 = t.Array(t.float32, 4, "C")
+    lit = [t.IntegerLiteral(int(v)) for v in key]
+    return (a4, a4, t.Array(t.float32, 1, "C"), a4, a4, t.Array(t.uint8, 4, "C"), *lit)
+
+
+def _build_conv(numba, key) -> dict:
+    with _CONV_LOCK:
+        if not _conv_dispatcher:
+            _conv_dispatcher.append(
+                numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"})(
+                    _conv_bias_relu
+                )
+            )
+    disp = _conv_dispatcher[0]
+    sig = _conv_signature(numba, key)
+    disp.compile(sig)
+    return {"conv": disp.overloads[sig].entry_point}
+
+
+def _conv_jit(key) -> jit_loops.BackgroundLoops:
+    jit = _CONV_JIT.get(key)
+    if jit is None:
+        with _CONV_LOCK:
+            jit = _CONV_JIT.get(key)
+            if jit is None:
+                jit = _CONV_JIT[key] = jit_loops.BackgroundLoops(
+                    f"the convolution loop {key}", lambda numba: _build_conv(numba, key)
+                )
+    return jit
+
+
+def conv_bias_relu(kh: int, kw: int, c: int, oc: int, pool: bool = False):
+    """The compiled `_conv_bias_relu` for float32, these sizes and pooling or not, called
+    as `fn(xpad, w, bias, out, pooled, code, kh, kw, c, oc, pool)` with C-contiguous
+    writable arrays (pooled and code: any such arrays when not pooling), or None while it
+    is not ready (the first request starts its compile)."""
+    if fused_updates._DISABLED:
+        return None
+    return _conv_jit((int(kh), int(kw), int(c), int(oc), int(bool(pool)))).get("conv")
+
+
+def warm_conv(
+    kh: int, kw: int, c: int, oc: int, pool: bool = False, timeout: float | None = 120.0
+) -> bool:
+    """Compile `conv_bias_relu` for these sizes now and wait; whether it is ready."""
+    if fused_updates._DISABLED:
+        return False
+    return _conv_jit((int(kh), int(kw), int(c), int(oc), int(bool(pool)))).warm(timeout)

@@ -17,18 +17,22 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import NOT_INLINE, template
-from asyncflow.ops import cnn_jit, eigen_reduce
+from asyncflow.ops import cnn_jit, conv_ops, eigen_reduce
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.conv_ops import _each_part, _parts
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
 from asyncflow.ops.pooling_ops import (  # convert_padding: TF's nn_ops helper
+    _max_pool_run,
     convert_padding,  # noqa: F401
+    first_max_code,
     max_pool_grad_relu,
+    spread_relu_by_code,
 )
 from asyncflow.registry import (
     FLOATING,
     NUMERIC,
     REAL,
+    REQUIRED,
     NotDifferentiable,
     TypeConstraint,
     get_op_def,
@@ -1051,6 +1055,235 @@ def fuse_bias_add_relu(view) -> None:
         view.fuse(i, "_FusedBiasAddRelu", attrs, list(src.inputs), absorbed=[j])
 
 
+# -- graph pass: Conv2D -> BiasAdd -> Relu (-> MaxPool) of few input channels in one pass --
+#
+# TF's grappler makes `_FusedConv2D` (BiasAdd, Relu) of this chain.  Here it is formed
+# where the input has at most cnn_jit's few channels and the convolution's stride and
+# dilation are 1 (LeNet's first layer), for cnn_jit's compiled loop, which writes the
+# activation once with no column matrix (the layer's [64,28,28,32] output, 6.4 MB, was
+# written by Conv2D, then read and written again by _FusedBiasAddRelu).  A 2x2 stride-2
+# MaxPool of the activation joins it (`_FusedConv2DBiasAddReluMaxPool`, outputs the pool
+# and the activation, which the gradients read): the loop pools each pair of rows it has
+# just written, where MaxPool read the whole activation again.  The kernels take every
+# case the ops they replace take: where the loop does not apply (other sizes or dtypes,
+# odd sizes for the pool, the loop not compiled yet) they run Conv2D's kernel, then
+# BiasAdd's with the ReLU on the convolution's fresh output, then MaxPool's.
+
+# Whether the pass forms the fused nodes (benchmarks' A/B: ab_inproc.py --attr), and
+# whether it takes the MaxPool in.
+_FUSE_CONV = True
+_FUSE_CONV_POOL = True
+
+FusedConv2DBiasAddRelu = register_op(
+    "_FusedConv2DBiasAddRelu",
+    inputs=["input: T", "filter: T", "bias: T"],
+    outputs=["output: T"],
+    attrs=dict(conv_ops._CONV_ATTRS),
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedConv2DBiasAddRelu")  # introduced after the gradients were built
+
+FusedConv2DBiasAddReluMaxPool = register_op(
+    "_FusedConv2DBiasAddReluMaxPool",
+    inputs=["input: T", "filter: T", "bias: T"],
+    outputs=["pooled: T", "activation: T", "argmax: uint8"],
+    attrs={
+        **conv_ops._CONV_ATTRS,
+        "ksize": REQUIRED,
+        "pool_strides": REQUIRED,
+        "pool_padding": REQUIRED,
+    },
+    shape_fn=lambda op: [tensor_shape.unknown_shape()] * 3,
+)
+NotDifferentiable("_FusedConv2DBiasAddReluMaxPool")
+
+
+class _OwnValue:
+    """The context `_bias_add_impl` reads, for a value this kernel made (writable)."""
+
+    def __init__(self, ctx):
+        self.xp = ctx.xp
+        self.attrs = {"data_format": ctx.attrs["data_format"], "T": ctx.attrs["T"]}
+        self.compute = ctx.compute
+
+    def may_forward(self, k, x) -> bool:
+        return True
+
+
+def _direct_conv_loop(ctx, x, w, bias, pool: bool = False):
+    """(cnn_jit's compiled loop, geometry) where it takes this convolution (and the 2x2
+    stride-2 pooling of its output, `pool`), else None."""
+    attrs = ctx.attrs
+    if ctx.xp is not np or attrs["data_format"] != "NHWC" or attrs["padding"] == "EXPLICIT":
+        return None
+    f32 = np.dtype(np.float32)
+    if not (x.dtype == w.dtype == bias.dtype == f32 and attrs["T"].np_dtype == f32):
+        return None
+    if x.ndim != 4 or w.ndim != 4 or bias.ndim != 1 or 0 in x.shape or 0 in w.shape:
+        return None
+    kh, kw, c, oc = w.shape
+    if x.shape[3] != c or c > cnn_jit.CONV_MAX_C or bias.shape[0] != oc:
+        return None
+    ones = [1, 1, 1, 1]
+    if list(attrs["strides"]) != ones or list(attrs.get("dilations") or ones) != ones:
+        return None
+    g = conv_ops._Geom(attrs, x.shape, w.shape)  # (TF's errors for a bad geometry)
+    if 0 in g.out_nhwc() or (pool and (g.oh % 2 or g.ow % 2)):
+        return None
+    fn = cnn_jit.conv_bias_relu(kh, kw, c, oc, pool)
+    return None if fn is None else (fn, g)
+
+
+def _conv_bias_relu(fn, g, x, w, bias, pool: bool = False):
+    """max(conv2d(x, w) + bias, 0) by the compiled loop `fn`, the batch's parts on the
+    budget's threads (each element computed alike however the parts fall); with `pool`,
+    (its 2x2 stride-2 max pooling, the activation, each window's first-maximum code)."""
+    xpad = np.require(conv_ops.pad_spatial(np, x, *g.pad), requirements=("C", "W"))
+    w = np.require(w, requirements=("C", "W"))  # (numba types read-only arrays apart)
+    bias = np.require(bias, requirements=("C", "W"))
+    out = np.empty(g.out_nhwc(), np.float32)
+    pool_shape = (g.n, g.oh // 2, g.ow // 2, g.oc) if pool else (1, 1, 1, 1)
+    pooled = np.empty(pool_shape, np.float32)
+    code = np.empty(pool_shape, np.uint8)
+    sizes = (g.kh, g.kw, g.c, g.oc, int(pool))
+
+    def part(s: int, e: int) -> None:
+        if pool:
+            fn(xpad[s:e], w, bias, out[s:e], pooled[s:e], code[s:e], *sizes)
+        else:
+            fn(xpad[s:e], w, bias, out[s:e], pooled, code, *sizes)
+
+    per_image = g.oh * g.ow * (g.oc + g.kh * g.kw * g.c) * 4
+    _each_part(np, _parts(np, g.n, per_image, block_bytes=1 << 62), part)
+    return (pooled, out, code) if pool else out
+
+
+async def _conv_bias_relu_run(ctx, x, w, bias, loop: bool = True):
+    x, w, bias = np.asarray(x), np.asarray(w), np.asarray(bias)
+    direct = _direct_conv_loop(ctx, x, w, bias) if loop else None
+    if direct is not None:
+        fn, g = direct
+        cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
+        return await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, cost=cost)
+    y = await conv_ops._conv2d(ctx, x, w)
+    return await _bias_add_impl(_OwnValue(ctx), y, bias, True)
+
+
+@FusedConv2DBiasAddRelu.kernel("CPU")
+async def _fused_conv2d_bias_add_relu(ctx, x, w, bias):
+    return await _conv_bias_relu_run(ctx, x, w, bias)
+
+
+@FusedConv2DBiasAddReluMaxPool.kernel("CPU")
+async def _fused_conv2d_bias_add_relu_max_pool(ctx, x, w, bias):
+    x, w, bias = np.asarray(x), np.asarray(w), np.asarray(bias)
+    direct = _direct_conv_loop(ctx, x, w, bias, pool=True)
+    if direct is not None:
+        fn, g = direct
+        cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
+        return list(await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, True, cost=cost))
+    # (not the loop without the pool: a second specialisation would compile meanwhile)
+    y = await _conv_bias_relu_run(ctx, x, w, bias, loop=False)
+    n, h, wd, _ = y.shape
+    if h % 2 or wd % 2 or y.dtype.kind != "f":  # (the pass fuses even static sizes only)
+        raise errors.InternalError(None, None, f"cannot code the pooling of {y.shape}")
+    attrs = {
+        "ksize": ctx.attrs["ksize"],
+        "strides": ctx.attrs["pool_strides"],
+        "padding": ctx.attrs["pool_padding"],
+        "explicit_paddings": [],
+        "data_format": "NHWC",
+    }
+    pooled = await _max_pool_run(ctx, attrs, y)
+    return [pooled, y, await ctx.compute(first_max_code, y, pooled)]
+
+
+def fuse_conv2d_bias_add_relu(view) -> None:
+    """Relu(BiasAdd(Conv2D(x, w), b)), each value feeding only the next, as one
+    _FusedConv2DBiasAddRelu where cnn_jit's loop may take it (float32 NHWC, stride and
+    dilation 1, SAME or VALID, a filter of at most CONV_MAX_C input channels); with a
+    2x2 stride-2 MaxPool among the Relu's consumers, _FusedConv2DBiasAddReluMaxPool in
+    the MaxPool's place, whose second output the Relu's other consumers then read."""
+    if not _FUSE_CONV:
+        return
+    for i, node in enumerate(view.nodes):
+        if node.op.type != "Relu" or node.device.device_type != "CPU" or view.reads_ref(i):
+            continue
+        j, out = node.inputs[0]
+        if j == "feed" or out != 0 or not view.available(i, j):
+            continue
+        add = view.nodes[j]
+        if add.op.type != "BiasAdd" or add.device is not node.device or view.reads_ref(j):
+            continue
+        if view.sole_consumer(j) != i or add.op._attr("data_format") != "NHWC":
+            continue
+        m, out = add.inputs[0]
+        if m == "feed" or out != 0 or not view.available(m):
+            continue
+        conv = view.nodes[m]
+        if conv.op.type != "Conv2D" or conv.device is not node.device or view.reads_ref(m):
+            continue
+        if view.sole_consumer(m) != j or not _direct_conv_attrs(conv.op):
+            continue
+        attrs = {k: conv.op._attr(k) for k in conv_ops._CONV_ATTRS}
+        inputs = [*conv.inputs, add.inputs[1]]
+        pool = _pool_of(view, i) if _FUSE_CONV_POOL else None
+        if pool is None:
+            view.fuse(i, "_FusedConv2DBiasAddRelu", attrs, inputs, absorbed=[j, m])
+            continue
+        mp = view.nodes[pool].op
+        attrs["ksize"] = mp._attr("ksize")
+        attrs["pool_strides"] = mp._attr("strides")
+        attrs["pool_padding"] = mp._attr("padding")
+        absorbed = [i, j, m]
+        view.fuse(
+            pool, "_FusedConv2DBiasAddReluMaxPool", attrs, inputs, absorbed, [(i, 0)],
+            extra=[dtypes.uint8],
+        )  # fmt: skip
+
+
+def _pool_of(view, i: int) -> int | None:
+    """The one MaxPool reading Relu node i that the loop may pool with it (2x2 windows at
+    stride 2, NHWC, SAME or VALID, on i's device, an activation of even height and width
+    when built), or None."""
+    dims = view.nodes[i].op.outputs[0].shape
+    if dims.ndims != 4 or any(d.value is None or d.value % 2 for d in (dims[1], dims[2])):
+        return None
+    found = None
+    for k, _ in view.consumers(i):
+        op = view.nodes[k].op
+        if op.type != "MaxPool":
+            continue
+        if found is not None:
+            return None  # two poolings of one activation: leave them be
+        found = k
+    if found is None or not view.available(found) or view.reads_ref(found):
+        return None
+    op = view.nodes[found].op
+    if view.nodes[found].device is not view.nodes[i].device:
+        return None
+    two = [1, 2, 2, 1]
+    if list(op._attr("ksize")) != two or list(op._attr("strides")) != two:
+        return None
+    if op._attr("data_format") != "NHWC" or op._attr("padding") not in ("SAME", "VALID"):
+        return None
+    return found if op._attr("T") == dtypes.float32 else None
+
+
+def _direct_conv_attrs(op) -> bool:
+    """Whether Conv2D `op` is of the kind cnn_jit's loop takes, as far as the graph says."""
+    if op._attr("T") != dtypes.float32 or op._attr("data_format") != "NHWC":
+        return False
+    if op._attr("padding") not in ("SAME", "VALID") or list(op._attr("strides")) != [1] * 4:
+        return False
+    if list(op._attr("dilations") or [1] * 4) != [1] * 4:
+        return False
+    dims = op.inputs[1].shape
+    if dims.ndims != 4 or dims[2].value is None:
+        return False
+    return 0 < dims[2].value <= cnn_jit.CONV_MAX_C
+
+
 # -- graph pass: MaxPoolGrad -> ReluGrad of the pooled activation --------------------------
 
 FusedMaxPoolGradReluGrad = register_op(
@@ -1068,6 +1301,32 @@ async def _fused_max_pool_grad_relu_grad(ctx, x, y, dy):
     return await max_pool_grad_relu(ctx, x, y, dy)
 
 
+FusedMaxPoolGradReluGradOfArgmax = register_op(
+    "_FusedMaxPoolGradReluGradOfArgmax",
+    inputs=["argmax: uint8", "orig_output: T", "grad: T"],
+    outputs=["output: T"],
+    attrs={"T": FLOATING},
+    shape_fn=lambda op: [tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedMaxPoolGradReluGradOfArgmax")
+
+
+@FusedMaxPoolGradReluGradOfArgmax.kernel("CPU")
+async def _fused_max_pool_grad_relu_grad_of_argmax(ctx, code, y, dy):
+    code, y, dy = np.asarray(code), np.asarray(y), np.asarray(dy)
+    if not (code.shape == y.shape == dy.shape and y.ndim == 4):
+        raise errors.InvalidArgumentError(
+            None, None,
+            f"Expected grad shape to be {_shape_str(y.shape)}, but got {_shape_str(dy.shape)}",
+        )  # fmt: skip
+    return await ctx.compute(spread_relu_by_code, code, y, dy, cost=float(4 * dy.nbytes))
+
+
+# Whether a MaxPoolGrad of _FusedConv2DBiasAddReluMaxPool's outputs reads its code
+# (benchmarks' A/B).
+_GRAD_OF_ARGMAX = True
+
+
 def fuse_max_pool_grad_relu_grad(view) -> None:
     """ReluGrad(MaxPoolGrad(x, y, dy), x): the gradient masked on the pooled tensor,
     inside the MaxPoolGrad (pooling_ops.max_pool_grad_relu)."""
@@ -1083,6 +1342,18 @@ def fuse_max_pool_grad_relu_grad(view) -> None:
         if tuple(src.inputs[0]) != tuple(features):
             continue  # ReluGrad of some other tensor than the pool's input
         if view.sole_consumer(j) != i:
+            continue
+        f, out = src.inputs[0]
+        if (
+            _GRAD_OF_ARGMAX
+            and f != "feed"
+            and view.nodes[f].op.type == "_FusedConv2DBiasAddReluMaxPool"
+            and (out, *src.inputs[1]) == (1, f, 0)
+            and list(src.op._attr("ksize")) == list(src.op._attr("strides")) == [1, 2, 2, 1]
+        ):  # the pooling's own activation and output: the code its loop wrote
+            attrs = {"T": src.op._attr("T")}
+            inputs = [(f, 2), (f, 0), src.inputs[2]]
+            view.fuse(i, "_FusedMaxPoolGradReluGradOfArgmax", attrs, inputs, [j])
             continue
         view.fuse(i, "_FusedMaxPoolGradReluGrad", dict(src.op._attrs), list(src.inputs), [j])
 

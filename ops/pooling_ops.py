@@ -442,6 +442,46 @@ def _max_pool_grad_jit(jit, p: _Pool, x, y, dy, relu: bool, dx, s: int, e: int) 
         jit["_spread_2x2"](code, dy, dx[s:e].reshape(shape6))
 
 
+def first_max_code(x, y):
+    """For 2x2 stride-2 windows tiling NHWC x (float, even H and W) with maxima y: each
+    window's first position equal to its max in row-major order (r * 2 + s), 0 for a
+    NaN max, 4 for none, as uint8 [N, H / 2, W / 2, C] (cnn_jit's `_first_max_2x2`)."""
+    n, oh, ow, c = y.shape
+    x6 = x.reshape(n, oh, 2, ow, 2, c)
+    code = np.empty(y.shape, np.uint8)
+    jit = cnn_jit.loops()
+    if jit is not None and cnn_jit.usable(x, y):
+        _each_part(
+            np, _image_parts(np, x), lambda s, e: jit["_first_max_2x2"](x6[s:e], y[s:e], code[s:e])
+        )
+        return code
+    code.fill(4)
+    for q in (3, 2, 1, 0):
+        code[x6[:, :, q // 2, :, q % 2] == y] = q
+    code[np.isnan(y)] = 0
+    return code
+
+
+def spread_relu_by_code(code, y, dy):
+    """MaxPoolGrad then ReluGrad of 2x2 stride-2 windows from `first_max_code`'s code:
+    dy * (y > 0) (TF's ReluGrad) at each window's coded position, +0 elsewhere
+    (cnn_jit's `_spread_relu_2x2`), as NHWC [N, 2 OH, 2 OW, C]."""
+    n, oh, ow, c = y.shape
+    dx = np.empty((n, 2 * oh, 2 * ow, c), dy.dtype)
+    dx6 = dx.reshape(n, oh, 2, ow, 2, c)
+    jit = cnn_jit.loops()
+    if jit is not None and cnn_jit.usable(y, dy, dx):
+        spread = jit["_spread_relu_2x2"]
+        part = lambda s, e: spread(code[s:e], dy[s:e], y[s:e], dx6[s:e])  # noqa: E731
+        _each_part(np, _image_parts(np, dx), part)
+        return dx
+    g = dy * (y > 0)
+    zero = dy.dtype.type(0)
+    for q in range(4):
+        dx6[:, :, q // 2, :, q % 2] = np.where(code == q, g, zero)
+    return dx
+
+
 def _max_pool_grad_part(p: _Pool, x, y, dy, relu: bool, dx, s: int, e: int) -> None:
     """dx[s:e] of windows that tile NHWC x exactly, for images [s, e): the single-maximum
     pass, or the general one where that part has ties (windows never span images)."""

@@ -90,6 +90,80 @@ def test_bias_add_relu_and_control_edges_move_to_the_fused_node():
         assert [p.nodes[c].op.name for c in fused.controls] == ["gate"]
 
 
+def _conv_layer(xs, ws, strides=(1, 1, 1, 1), dtype=tf.float32):
+    x = tf.placeholder(dtype, xs)
+    w = tf.constant(RNG.standard_normal(ws).astype(dtype.as_numpy_dtype))
+    conv = tf.nn.conv2d(x, w, list(strides), "SAME")
+    bias = tf.constant(RNG.standard_normal(ws[3]).astype(dtype.as_numpy_dtype))
+    return x, conv, tf.nn.relu(tf.nn.bias_add(conv, bias))
+
+
+def test_conv2d_bias_add_relu_of_few_channels_becomes_one_node():
+    with tf.Graph().as_default():
+        x, _, y = _conv_layer([None, 8, 8, 1], [5, 5, 1, 4])
+        p = _partition([y], [x])
+        types = _apply(nn_ops.fuse_conv2d_bias_add_relu, p)
+        assert "_FusedConv2DBiasAddRelu" in types
+        assert not {"Conv2D", "BiasAdd", "Relu"} & set(types)
+
+
+@pytest.mark.parametrize(
+    "xs,ws,strides,dtype",
+    [
+        ([None, 8, 8, 5], [3, 3, 5, 4], (1, 1, 1, 1), tf.float32),  # more than 4 channels
+        ([None, 8, 8, 1], [3, 3, 1, 4], (1, 2, 2, 1), tf.float32),  # stride 2
+        ([None, 8, 8, 1], [3, 3, 1, 4], (1, 1, 1, 1), tf.float64),  # not float32
+    ],
+)
+def test_conv2d_bias_add_relu_left_to_the_pair_fusion(xs, ws, strides, dtype):
+    with tf.Graph().as_default():
+        x, _, y = _conv_layer(xs, ws, strides, dtype)
+        p = _partition([y], [x])
+        types = _apply(nn_ops.fuse_conv2d_bias_add_relu, p)
+        assert "_FusedConv2DBiasAddRelu" not in types and "Conv2D" in types
+
+
+def test_conv2d_seen_elsewhere_is_not_absorbed():
+    with tf.Graph().as_default():
+        x, conv, y = _conv_layer([None, 8, 8, 1], [5, 5, 1, 4])
+        p = _partition([y, conv], [x])  # the convolution is fetched too
+        types = _apply(nn_ops.fuse_conv2d_bias_add_relu, p)
+        assert "_FusedConv2DBiasAddRelu" not in types and "Conv2D" in types
+
+
+def test_conv_layer_and_its_pool_become_one_node_whose_activation_the_gradient_reads():
+    with tf.Graph().as_default():
+        x, _, y = _conv_layer([None, 8, 8, 1], [5, 5, 1, 4])
+        pool = tf.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+        (dx,) = tf.gradients(tf.reduce_sum(pool), [x])
+        p = _partition([dx], [x])
+        types = _apply(nn_ops.fuse_conv2d_bias_add_relu, p)
+        assert "_FusedConv2DBiasAddReluMaxPool" in types
+        assert not {"Conv2D", "BiasAdd", "Relu", "MaxPool"} & set(types)
+        fused = next(k for k, n in enumerate(p.nodes) if n.op.type.endswith("MaxPool"))
+        (grad,) = [n for n in p.nodes if n.op.type == "MaxPoolGrad"]
+        assert [tuple(src) for src in grad.inputs[:2]] == [(fused, 1), (fused, 0)]
+        # MaxPoolGrad + ReluGrad then read the window codes the fused layer wrote
+        types = _apply(nn_ops.fuse_max_pool_grad_relu_grad, p)
+        assert "_FusedMaxPoolGradReluGradOfArgmax" in types and "ReluGrad" not in types
+        fused = next(k for k, n in enumerate(p.nodes) if n.op.type.endswith("MaxPool"))
+        (grad,) = [n for n in p.nodes if n.op.type == "_FusedMaxPoolGradReluGradOfArgmax"]
+        assert [tuple(src) for src in grad.inputs[:2]] == [(fused, 2), (fused, 0)]
+
+
+@pytest.mark.parametrize("second_pool", [False, True])
+def test_a_pool_of_other_windows_or_a_second_pool_stays_apart(second_pool):
+    with tf.Graph().as_default():
+        x, _, y = _conv_layer([None, 8, 8, 1], [5, 5, 1, 4])
+        if second_pool:  # two poolings of one activation
+            pools = [tf.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], "SAME") for _ in range(2)]
+        else:  # 3x3 windows
+            pools = [tf.nn.max_pool(y, [1, 3, 3, 1], [1, 2, 2, 1], "SAME")]
+        p = _partition(pools, [x])
+        types = _apply(nn_ops.fuse_conv2d_bias_add_relu, p)
+        assert "_FusedConv2DBiasAddRelu" in types and "MaxPool" in types
+
+
 def test_max_pool_grad_relu_grad_pattern():
     with tf.Graph().as_default():
         x = tf.placeholder(tf.float32, [2, 8, 8, 3])
@@ -125,6 +199,7 @@ def test_the_passes_run_in_the_listed_order():
         matmul_ops.fuse_matmul_bias,  # before BiasAdd+Relu: a dense layer is one gemm
         matmul_sum.merge_matmul_rows,  # two batches through one such layer: one gemm
         matmul_ops.fuse_matmul_relu_grad,
+        nn_ops.fuse_conv2d_bias_add_relu,  # before BiasAdd+Relu: a small-C conv layer is one pass
         nn_ops.fuse_bias_add_relu,
         nn_ops.fuse_max_pool_grad_relu_grad,
         training_ops.fuse_matmul_into_updates,

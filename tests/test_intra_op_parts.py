@@ -131,6 +131,22 @@ def test_bias_add_relu_same_bits_on_one_or_two_threads(parts, monkeypatch):
 
 
 @pytest.mark.timeout(60)
+def test_conv_bias_relu_same_bits_on_one_or_two_threads(parts):
+    from asyncflow.ops import cnn_jit
+
+    if not cnn_jit.warm_conv(3, 2, 1, 5):
+        pytest.skip("numba is not installed")
+    x = _RNG.standard_normal((9, 7, 6, 1)).astype(np.float32)
+    w = _RNG.standard_normal((3, 2, 1, 5)).astype(np.float32)
+    b = _RNG.standard_normal(5).astype(np.float32)
+    g = conv_ops._Geom(_ATTRS, x.shape, w.shape)
+    fn = cnn_jit.conv_bias_relu(3, 2, 1, 5)
+    out = _both(parts, lambda: nn_ops._conv_bias_relu(fn, g, x, w, b))
+    ref = np.maximum(_conv_ref(x, w, (1, 0)) + b, 0)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.timeout(60)
 def test_parallel_parts_runs_each_part_once_and_raises_the_first_error(monkeypatch):
     monkeypatch.setattr(cpu_budget, "threads_blocks", lambda active=None: 2)
     seen = []

@@ -402,3 +402,42 @@ def test_spectra_memo_within_a_step(monkeypatch):
             np.testing.assert_allclose(dw_v, dw_ref, rtol=1e-4, atol=1e-4)
             sess.run(update)  # x changes in place
             x_now = x_now - 0.25 * dx_ref
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "xs,ks,strides,padding",
+    [
+        ((1, 5, 7, 1), (3, 2), (1, 1), "SAME"),  # batch 1, odd sizes, an even filter width
+        ((3, 6, 5, 3), (2, 3), (1, 1), "VALID"),
+        ((2, 7, 6, 2), (3, 3), (2, 1), "SAME"),  # stride 2: the strided view's copy
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_transposed_columns_compiled_and_copied_alike(
+    xs, ks, strides, padding, dtype, monkeypatch
+):
+    from asyncflow.ops import cnn_jit
+
+    if not cnn_jit.warm():
+        pytest.skip("numba is not installed")
+    x = np.random.default_rng(5).standard_normal(xs).astype(dtype)
+    x[0, 0, 0, 0] = np.nan
+    attrs = {"data_format": "NHWC", "strides": [1, *strides, 1], "padding": padding}
+    g = conv_ops._Geom(attrs, x.shape, (*ks, xs[3], 4))
+    xpad = conv_ops.pad_spatial(np, x, *g.pad)
+    compiled = g.cols_t(np, xpad, 1 % xs[0], xs[0]).copy()
+    monkeypatch.setattr(cnn_jit, "loops", lambda: None)
+    copied = g.cols_t(np, xpad, 1 % xs[0], xs[0])
+    np.testing.assert_array_equal(compiled, copied)
+    # and the windows themselves: row (i, j, c) holds input (oh + i, ow + j, c)
+    n = xs[0] - 1 % xs[0]
+    want = np.stack(
+        [
+            xpad[1 % xs[0] :, i : i + g.oh * g.sh : g.sh, j : j + g.ow * g.sw : g.sw, c]
+            for i in range(ks[0])
+            for j in range(ks[1])
+            for c in range(xs[3])
+        ]
+    ).reshape(-1, n * g.oh * g.ow)
+    np.testing.assert_array_equal(compiled, want)

@@ -322,3 +322,213 @@ def test_depthwise_backprop_gradients():
 
 def test_shape_of_helper_is_int32():
     assert conv_ops._shape_of(array_ops.zeros([2, 3])).dtype == af.int32
+
+
+# -- Conv2D -> BiasAdd -> Relu of few input channels: one compiled pass ---------------------
+# (nn_ops' _FusedConv2DBiasAddRelu, cnn_jit's loop; the graph pass: test_graph_passes.py)
+
+# x shape, filter shape, padding: batch 1 with odd sizes and an even filter width (the odd
+# padding column on the right), VALID, a filter bigger than its input (SAME), 4 channels
+_FUSED = [
+    ((1, 5, 7, 1), (3, 2, 1, 5), "SAME"),
+    ((3, 6, 5, 3), (2, 3, 3, 8), "VALID"),
+    ((2, 3, 4, 4), (5, 5, 4, 3), "SAME"),
+]
+
+
+def _conv_bias_relu_graph(xs, ws, pad, dtype=np.float32):
+    x = af.placeholder(dtype, [None, *xs[1:]])
+    w = _RNG.uniform(-1, 1, ws)
+    b = _RNG.uniform(-1, 1, ws[3])
+    pre = af.nn.bias_add(conv_ops.conv2d(x, af.constant(w.astype(dtype)), [1, 1, 1, 1], pad),
+                         af.constant(b.astype(dtype)))  # fmt: skip
+    return x, w, b, af.nn.relu(pre)
+
+
+def _run_with_types(fetches, feed_dict):
+    with Session() as sess:
+        got = sess.run(fetches, feed_dict)
+        types = {op.type for sp in sess._plans.values() for pl in sp.plans for op in pl.nodes}
+    return got, types
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("xs,ws,pad", _FUSED, ids=lambda v: str(v))
+def test_conv2d_bias_relu_fused(xs, ws, pad, compiled, monkeypatch):
+    from asyncflow.ops import cnn_jit
+
+    if compiled and not cnn_jit.warm_conv(*ws):
+        pytest.skip("numba is not installed")
+    if not compiled:  # the loop not compiled (yet): Conv2D's and BiasAdd's kernels
+        monkeypatch.setattr(cnn_jit, "conv_bias_relu", lambda *sizes: None)
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    xv = _RNG.uniform(-1, 1, xs).astype(np.float32)
+    xv[0, 1, 1, 0] = np.nan  # NaN sums stay NaN (TF's Relu)
+    got, types = _run_with_types(y, {x: xv})
+    assert "_FusedConv2DBiasAddRelu" in types and "Conv2D" not in types
+    assert got.dtype == np.float32
+    ref = np.maximum(_ref_conv(xv.astype(np.float64), w, (1, 1), pad, (1, 1)) + b, 0)
+    assert np.isnan(ref).any()
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.timeout(120)
+def test_conv2d_bias_relu_fused_gradients():
+    from asyncflow.ops import cnn_jit
+
+    xs, ws, pad = _FUSED[0]
+    if not cnn_jit.warm_conv(*ws):
+        pytest.skip("numba is not installed")
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    (wt,) = [
+        op.inputs[1] for op in ops.get_default_graph().get_operations() if op.type == "Conv2D"
+    ]
+    (bt,) = [
+        op.inputs[1] for op in ops.get_default_graph().get_operations() if op.type == "BiasAdd"
+    ]
+    loss = af.reduce_sum(y * y)
+    gw, gb = af.gradients(loss, [wt, bt])
+    xv = _RNG.uniform(-1, 1, (4, *xs[1:])).astype(np.float32)
+    (gwv, gbv), types = _run_with_types([gw, gb], {x: xv})
+    assert "_FusedConv2DBiasAddRelu" in types
+    x64 = xv.astype(np.float64)
+    dpre = 2 * np.maximum(_ref_conv(x64, w, (1, 1), pad, (1, 1)) + b, 0)  # d loss / d pre
+    np.testing.assert_allclose(gbv, dpre.sum(axis=(0, 1, 2)), rtol=1e-5, atol=1e-5)
+    # d loss / d w[i, j, c, k] = sum over outputs of dpre times the input under tap (i, j)
+    kh, kw, c, oc = ws
+    oh, ph = _pads(xs[1], kh, 1, 1, pad)
+    ow, pw = _pads(xs[2], kw, 1, 1, pad)
+    xp = np.zeros((4, xs[1] + kh, xs[2] + kw, c))
+    xp[:, ph : ph + xs[1], pw : pw + xs[2]] = x64
+    ref = np.zeros(ws)
+    for i in range(kh):
+        for j in range(kw):
+            ref[i, j] = np.einsum("nhwc,nhwk->ck", xp[:, i : i + oh, j : j + ow], dpre)
+    np.testing.assert_allclose(gwv, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_bias_relu_float64_and_many_channels_keep_conv2d():
+    for dtype, ws in ((np.float64, (3, 3, 2, 4)), (np.float32, (3, 3, 5, 4))):
+        xs = (2, 6, 5, ws[2])
+        x, w, b, y = _conv_bias_relu_graph(xs, ws, "SAME", dtype)
+        xv = _RNG.uniform(-1, 1, xs)
+        got, types = _run_with_types(y, {x: xv.astype(dtype)})
+        assert "Conv2D" in types and "_FusedConv2DBiasAddRelu" not in types
+        ref = np.maximum(_ref_conv(xv, w, (1, 1), "SAME", (1, 1)) + b, 0)
+        tol = 1e-12 if dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+# x shape, filter shape, conv padding, pool padding: even outputs (the loop pools), and
+# an odd output (left to MaxPool's kernel: SAME pads the last window)
+_FUSED_POOL = [
+    ((2, 6, 8, 1), (3, 3, 1, 4), "SAME", "VALID"),
+    ((1, 7, 6, 2), (2, 3, 2, 3), "VALID", "SAME"),
+    ((2, 7, 5, 1), (3, 3, 1, 4), "SAME", "SAME"),
+]
+
+
+def _ref_pool(y, padding):
+    n, h, w, c = y.shape
+    oh, ow = (-(-h // 2), -(-w // 2)) if padding == "SAME" else (h // 2, w // 2)
+    yp = np.full((n, 2 * oh, 2 * ow, c), -np.inf)
+    yp[:, :h, :w] = y[:, : 2 * oh, : 2 * ow]
+    return yp.reshape(n, oh, 2, ow, 2, c).max(axis=(2, 4))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("xs,ws,pad,pool_pad", _FUSED_POOL, ids=lambda v: str(v))
+def test_conv2d_bias_relu_max_pool_fused(xs, ws, pad, pool_pad, compiled, monkeypatch):
+    from asyncflow.ops import cnn_jit
+
+    if compiled and not (cnn_jit.warm_conv(*ws, pool=True) and cnn_jit.warm_conv(*ws)):
+        pytest.skip("numba is not installed")
+    if not compiled:
+        monkeypatch.setattr(cnn_jit, "conv_bias_relu", lambda *sizes: None)
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    pooled = af.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], pool_pad)
+    xv = _RNG.uniform(-1, 1, xs).astype(np.float32)
+    xv[0, 2, 3, 0] = np.nan
+    (got_p, got_y), types = _run_with_types([pooled, y], {x: xv})
+    if y.shape.as_list()[1] % 2 or y.shape.as_list()[2] % 2:
+        assert "_FusedConv2DBiasAddRelu" in types and "MaxPool" in types
+    else:
+        assert "_FusedConv2DBiasAddReluMaxPool" in types and "MaxPool" not in types
+    ref = np.maximum(_ref_conv(xv.astype(np.float64), w, (1, 1), pad, (1, 1)) + b, 0)
+    np.testing.assert_allclose(got_y, ref, rtol=1e-5, atol=1e-5)
+    assert got_p.dtype == np.float32 and np.isnan(got_p).any()
+    np.testing.assert_allclose(got_p, _ref_pool(ref, pool_pad), rtol=1e-5, atol=1e-5)
+    # the pool of the activation itself, bit for bit (MaxPool's own kernel's values)
+    np.testing.assert_array_equal(got_p, _ref_pool(got_y.astype(np.float64), pool_pad))
+
+
+@pytest.mark.timeout(120)
+def test_conv2d_bias_relu_max_pool_fused_gradients():
+    from asyncflow.ops import cnn_jit
+
+    xs, ws, pad, pool_pad = _FUSED_POOL[0]
+    if not cnn_jit.warm_conv(*ws, pool=True):
+        pytest.skip("numba is not installed")
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    pooled = af.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], pool_pad)
+    graph_ops = ops.get_default_graph().get_operations()
+    (wt,) = [op.inputs[1] for op in graph_ops if op.type == "Conv2D"]
+    (bt,) = [op.inputs[1] for op in graph_ops if op.type == "BiasAdd"]
+    gw, gb = af.gradients(af.reduce_sum(pooled * pooled), [wt, bt])
+    xv = _RNG.uniform(-1, 1, (3, *xs[1:])).astype(np.float32)
+    (gwv, gbv), types = _run_with_types([gw, gb], {x: xv})
+    assert "_FusedConv2DBiasAddReluMaxPool" in types
+    x64 = xv.astype(np.float64)
+    act = np.maximum(_ref_conv(x64, w, (1, 1), pad, (1, 1)) + b, 0)
+    n, h, wd, oc = act.shape
+    win = act.reshape(n, h // 2, 2, wd // 2, 2, oc).transpose(0, 1, 3, 5, 2, 4)
+    win = win.reshape(n, h // 2, wd // 2, oc, 4)
+    first = np.argmax(win, axis=-1)  # the gradient goes to each window's first maximum
+    dwin = np.zeros_like(win)
+    np.put_along_axis(dwin, first[..., None], 2 * win.max(axis=-1)[..., None], axis=-1)
+    dact = dwin.reshape(n, h // 2, wd // 2, oc, 2, 2).transpose(0, 1, 4, 2, 5, 3)
+    dpre = dact.reshape(act.shape) * (act > 0)
+    np.testing.assert_allclose(gbv, dpre.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-5)
+    kh, kw, c, _ = ws
+    xp = np.zeros((3, xs[1] + kh, xs[2] + kw, c))
+    ph, pw = (kh - 1) // 2, (kw - 1) // 2
+    xp[:, ph : ph + xs[1], pw : pw + xs[2]] = x64
+    ref = np.zeros(ws)
+    for i in range(kh):
+        for j in range(kw):
+            ref[i, j] = np.einsum("nhwc,nhwk->ck", xp[:, i : i + h, j : j + wd], dpre)
+    np.testing.assert_allclose(gwv, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_pool_gradient_from_the_fused_layers_code_is_max_pool_grads(compiled, monkeypatch):
+    from asyncflow.ops import cnn_jit, nn_ops
+
+    xs, ws, pad, pool_pad = _FUSED_POOL[0]
+    if compiled and not (cnn_jit.warm_conv(*ws, pool=True) and cnn_jit.warm()):
+        pytest.skip("numba is not installed")
+    if not compiled:
+        monkeypatch.setattr(cnn_jit, "conv_bias_relu", lambda *sizes: None)
+        monkeypatch.setattr(cnn_jit, "loops", lambda: None)
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    pooled = af.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], pool_pad)
+    graph_ops = ops.get_default_graph().get_operations()
+    (wt,) = [op.inputs[1] for op in graph_ops if op.type == "Conv2D"]
+    (bt,) = [op.inputs[1] for op in graph_ops if op.type == "BiasAdd"]
+    dy = af.constant(_RNG.standard_normal((4, 3, 4, 4)).astype(np.float32))
+    grads = af.gradients(pooled, [wt, bt, x], grad_ys=dy)
+    xv = np.zeros((4, *xs[1:]), np.float32)
+    xv[0] = 1.0  # constant images: ties inside every window
+    xv[1, 2:] = _RNG.standard_normal((4, 8, 1))
+    xv[2] = _RNG.standard_normal(xs[1:])
+    xv[3, 3, 3, 0] = np.nan
+    got = {}
+    for argmax in (True, False):
+        monkeypatch.setattr(nn_ops, "_GRAD_OF_ARGMAX", argmax)
+        got[argmax], types = _run_with_types(grads, {x: xv})
+        assert ("_FusedMaxPoolGradReluGradOfArgmax" in types) == argmax
+    for a, b in zip(got[True], got[False]):
+        np.testing.assert_array_equal(a, b)

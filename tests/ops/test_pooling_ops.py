@@ -310,3 +310,40 @@ def test_bfloat16_max_pool_and_its_gradient_match_tf():
     ]  # fmt: skip
     for v, w in zip(got, want, strict=True):
         assert v.astype(np.float32).ravel().tolist() == w
+
+
+# -- 2x2 stride-2 windows by code (the fused conv layer's pooling: nn_ops) -----------------
+
+
+def _coded_inputs():
+    x = np.maximum(_RNG.standard_normal((3, 4, 6, 5)), 0).astype(np.float32)
+    x[1] = np.round(x[1])  # ties (zeros and equal positives)
+    x[0, 0, 0, 0] = np.nan  # a NaN max: its window's first position
+    x[2, 2:4, 2:4, 1] = [[np.nan, 1], [1, 2]]
+    y = x.reshape(3, 2, 2, 3, 2, 5)
+    y = np.where(np.isnan(y).any(axis=(2, 4)), np.nan, np.nanmax(y, axis=(2, 4)))
+    y = y.astype(np.float32)
+    dy = _RNG.standard_normal(y.shape).astype(np.float32)
+    dy[0, 1, 1, 2] = np.inf  # inf * 0 (a window not positive) is NaN, as TF's ReluGrad
+    dy[1, 0, 0, 3] = np.nan
+    return x, y, dy
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_first_max_code_and_spread_match_max_pool_grad_relu(compiled, monkeypatch):
+    from asyncflow.ops import cnn_jit
+
+    if compiled and not cnn_jit.warm():
+        pytest.skip("numba is not installed")
+    if not compiled:
+        monkeypatch.setattr(cnn_jit, "loops", lambda: None)
+    x, y, dy = _coded_inputs()
+    code = pooling_ops.first_max_code(x, y)
+    assert code.dtype == np.uint8 and code.shape == y.shape
+    got = pooling_ops.spread_relu_by_code(code, y, dy)
+    attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+    p = pooling_ops._Pool({**attrs, "data_format": "NHWC"}, x.shape)
+    want = pooling_ops._max_pool_grad(np, p, x, y, dy, "NHWC", relu=True)
+    np.testing.assert_array_equal(got, want)  # the same bits, NaN and -0 included
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
