@@ -515,6 +515,7 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     # of one cluster's outputs, given to its fused node
     fused_elementwise.fuse_elementwise,
     fused_elementwise.fuse_concat_outputs,
+    fused_elementwise.fuse_split_inputs,  # (a Split whose pieces one program reads)
     fused_elementwise.mark_shape_only_outputs,  # (last: no reader comes after it)
 ]
 
