@@ -52,6 +52,7 @@ from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 __all__ = [
     "FusedElementwise",
     "fuse_concat_outputs",
+    "fuse_bias_add_grad",
     "fuse_elementwise",
     "fuse_split_inputs",
     "mark_shape_only_outputs",
@@ -285,6 +286,9 @@ FusedElementwise = register_op(
         # cut pieces of, of `width` along its last axis; the program reads its piece
         # [..., begin:end] (a view, as the Split's own output was).
         "columns": [],
+        # 1 (`fuse_bias_add_grad`): the node's last output is BiasAddGrad of its first,
+        # the join (`concat`), as that kernel computes it.
+        "bias_grad": 0,
     },
     shape_fn=_fused_shape,
 )
@@ -405,6 +409,10 @@ class _Program:
         self.shape_only = frozenset(attrs.get("shape_only") or ())
         concat = attrs.get("concat") or ()
         self.concat = (int(concat[0]), int(concat[1])) if concat else None
+        self.bias_grad = bool(attrs.get("bias_grad"))
+        # (the node's outputs but the bias gradient: the join and the other results)
+        n_out = len(self.results) - len(self.shape_only)
+        self.n_outputs = n_out - self.concat[1] + 1 if self.concat else n_out
         cols = [int(v) for v in attrs.get("columns") or ()]
         self.columns = [tuple(cols[j : j + 4]) for j in range(0, len(cols), 4)]
         self.column_inputs = frozenset(k for k, *_ in self.columns)
@@ -637,6 +645,26 @@ class _Program:
         """Run the program on inputs `xs`; returns the node's outputs (`pack`).  `whole`:
         the node's inputs as given, Split pieces' whole arrays (`columns`) where `xs`
         has their views, for the compiled loop to read in place."""
+        out = self._evaluate(xp, sched, donated, xs, whole)
+        return self._with_bias_grad(xp, out) if self.bias_grad else out
+
+    def _with_bias_grad(self, xp, out: tuple) -> tuple:
+        """The outputs with BiasAddGrad of the join after them, as its kernel computes
+        it (ops/nn_ops._bias_add_grad): the compiled row loop's column sums where they
+        are that (from zero, one row at a time in order: eigen_reduce's order for a
+        [rows > 1, more than 32 columns a thread] array), else the kernel's function."""
+        threads = cpu_budget.budget()
+        joined = out[0]
+        if len(out) > self.n_outputs:  # (the loop summed the join's columns)
+            if joined.ndim == 2 and joined.shape[0] > 1 and joined.shape[1] > threads * 32:
+                return out
+            out = out[:-1]
+        if xp is np:
+            return (*out, eigen_reduce.bias_add_grad(joined, False, threads))
+        axes = tuple(range(joined.ndim - 1))
+        return (*out, xp.sum(joined, axes).astype(joined.dtype, copy=False))
+
+    def _evaluate(self, xp, sched: _Schedule, donated, xs, whole=None) -> tuple:
         if sched.jit is not None:
             out = sched.jit(xs, whole)  # (packed: fused_elementwise_jit.compile_schedule)
             if out is not None:
@@ -1127,6 +1155,53 @@ def _split_bounds(nodes, node):
     for v in sizes:
         bounds.append(bounds[-1] + v)
     return value_src, const_srcs, bounds, width
+
+
+_BIAS_GRADS = True  # False: BiasAddGrads of joins stay nodes of their own (A/B)
+
+
+def fuse_bias_add_grad(view) -> None:
+    """A BiasAddGrad of a CPU `_FusedElementwise`'s join (`fuse_concat_outputs`: an LSTM
+    cell's gate gradients, [batch, 4 * units]) becomes that node's last output (attr
+    `bias_grad`): the compiled row loop adds each row of the join into column sums as
+    it writes it, in the order TF's reduction takes for the array (`_with_bias_grad`
+    checks when that is its order, else calls the kernel's function), and the
+    BiasAddGrad's trip through the interpreter and its pass over the join are gone.
+    Only for a join of known rank 2 (both data formats' channel axis then its last),
+    float32 or float64, where no value may be dead."""
+    nodes = view.nodes
+    if not _BIAS_GRADS or view.has_control_flow():
+        return
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op.type != "BiasAddGrad" or not view.available(i):
+            continue
+        if node.device.device_type != "CPU":
+            continue
+        (src,) = node.inputs
+        f = src[0]
+        if f == "feed" or src[1] != 0 or not view.available(f):
+            continue
+        fused = nodes[f]
+        attrs = dict(fused.op._attrs)
+        if fused.op.type != "_FusedElementwise" or not attrs.get("concat"):
+            continue
+        if attrs.get("bias_grad") or fused.device is not node.device:
+            continue
+        if attrs["T"] not in (_F32, _F64) or op._attrs["T"] != attrs["T"]:
+            continue
+        if op.inputs[0].shape.ndims != 2:
+            continue
+        attrs["bias_grad"] = 1
+        attrs["M"] = attrs["M"] + 1
+        view.fuse(
+            into=f,
+            op_type="_FusedElementwise",
+            attrs=attrs,
+            inputs=list(fused.inputs),
+            absorbed=[i],
+            outputs=[(i, 0)],
+        )
 
 
 def mark_shape_only_outputs(view) -> None:

@@ -290,6 +290,7 @@ def _source(
     concat: int = 0,
     rows=frozenset(),
     wide=None,
+    sums: bool = False,
 ) -> str:
     """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero);
     `pows`: {instruction j: its Pow's expression}.
@@ -306,6 +307,8 @@ def _source(
     batch-vector condition): read once a row.  `wide` ({input: (begin, width)}): inputs
     passed as the whole [rows, width] array they are columns begin.. of (a Split's
     piece, `fuse_split_inputs`), their row a slice of its row, not a copy made first.
+    With `sums` (a join's), `bsum` after the outputs: cat's column sums, from zero, one
+    row at a time in order (`fuse_bias_add_grad`).
     """
     wide = wide or {}
     n_in, n_lit = program.n_inputs, len(program.literals)
@@ -341,10 +344,19 @@ def _source(
     outs = [f"cat{k}[c] = {names[r]}" for k, r in enumerate(sched.results[:concat])]
     outs += [f"out{k}c[c] = {names[r]}" for k, r in enumerate(sched.results) if k >= concat]
     params += (["cat"] if concat else []) + [f"out{k}" for k in range(concat, n_out)]
+    params += ["bsum"] if sums else []
     params += [f"c{k}" for k in range(n_lit)]
     lines = [
         f"def loop({', '.join(params)}, one, zero, rows, cols):",
         f"    width = cols * {max(concat, 1)}",
+    ]
+    # (the row's sums in a loop of their own after it, over cat's row just written: in
+    # the columns' loop, the store into bsum kept that loop from vectorizing, 2x slower)
+    tail = ["        catr = cat[b : b + width]", "        for j in range(width):"]
+    tail += ["            bsum[j] = bsum[j] + catr[j]"]
+    if sums:
+        lines += ["    for j in range(width):", "        bsum[j] = zero"]
+    lines += [
         "    for r in range(rows):",
         "        a = r * cols",
         "        b = r * width",
@@ -359,9 +371,10 @@ def _source(
     lines += [f"        cat{k} = cat[b + {k} * cols : b + {k + 1} * cols]" for k in range(concat)]
     lines += [f"        out{k}c = out{k}[a : a + cols]" for k in range(concat, n_out)]
     lines.append("        for c in range(cols):")
-    return "\n".join(lines + body + [f"{pad}{o}" for o in outs]) + "\n"
+    return "\n".join(lines + body + [f"{pad}{o}" for o in outs] + (tail if sums else [])) + "\n"
 
 
+_SUMS = True  # False: a join's column sums after the loop, not inside it (A/B)
 _NO_LOOP = object()  # (a form whose compile failed, or whose inline function's check did)
 _lock = threading.Lock()
 _loops: dict[tuple, object] = {}  # (source, dtype) -> compiled loop, or None: it failed
@@ -608,7 +621,11 @@ def _compiled(program, sched, inline: frozenset):
     wide = {}
     if by_row and len(shape) == 2 and (rows, cols) == tuple(shape):
         wide = {k: (b, w) for k, b, _e, w in getattr(program, "columns", ())}
-    n_args = (n_in, n_out - count + (1 if count else 0), n_lit + 2)
+    # the join's column sums as the loop writes it (`fuse_bias_add_grad`): its rows
+    # the loop's rows, its columns each result's row after another's
+    sums = bool(_SUMS and count and getattr(program, "bias_grad", False) and len(shape) == 2)
+    sums = sums and (rows, cols) == tuple(shape)
+    n_args = (n_in, n_out - count + (1 if count else 0) + sums, n_lit + 2)
     n_args += (count, _conditions(program), by_row, {k: w for k, (_b, w) in wide.items()})
 
     def run(xs, whole=None):
@@ -631,7 +648,7 @@ def _compiled(program, sched, inline: frozenset):
             if source is None:  # (~30 us to write: once, not at every call a compile waits)
                 forms = {j: e for (j, _a), e in zip(pows, key)}
                 source = sources[key] = _source(
-                    program, sched, inline, forms, count, by_rows, wide
+                    program, sched, inline, forms, count, by_rows, wide, sums
                 )
             loop = _loop_for(source, dtype, n_args, readonly)
             if loop is None:
@@ -644,6 +661,11 @@ def _compiled(program, sched, inline: frozenset):
         if count:
             cat = np.empty(joined, dtype)
             rest = [np.empty(shape, dtype) for _ in range(n_out - count)]
+            if sums:
+                bsum = np.empty(joined[-1], dtype)
+                loop(*flat, cat.reshape(-1), *(o.reshape(-1) for o in rest), bsum, *lits, one,
+                     zero, rows, cols)  # fmt: skip
+                return (cat, *rest, bsum)
             loop(*flat, cat.reshape(-1), *(o.reshape(-1) for o in rest), *lits, one, zero,
                  rows, cols)  # fmt: skip
             return (cat, *rest)

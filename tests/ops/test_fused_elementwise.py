@@ -1142,3 +1142,87 @@ def test_a_split_inside_a_while_loop_stays():
         _, c, h = tf.while_loop(lambda i, c, h: i < 3, body, [tf.constant(0), c0, c0])
         p = _partition([h, c], [x, c0])
         assert "Split" in _passes(p)
+
+
+# -- a BiasAddGrad of a fused node's join (fuse_bias_add_grad) -----------------------------------
+
+
+def test_a_bias_gradient_of_a_join_becomes_the_fused_nodes_last_output():
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.float32, [None, 8])
+        b = tf.placeholder(tf.float32, [None, 8])
+        joined = tf.concat(_three_parts(a, b), 1, name="joined")
+        bias = tf.raw_ops.BiasAddGrad(out_backprop=joined, name="bias_grad")
+        p = _partition([joined, bias], [a, b])
+        types = _passes(p)
+        assert "BiasAddGrad" not in types and "ConcatV2" not in types
+        (fused,) = _fused_nodes(p)
+        attrs = fused.op._attrs
+        assert attrs["bias_grad"] == 1 and attrs["M"] == 2 and attrs["concat"] == [1, 3]
+        k = p.nodes.index(fused)
+        assert p.fetches == [(k, 0), (k, 1)]  # (the bias gradient's fetch follows it)
+
+
+def test_bias_gradients_that_stay_nodes_of_their_own():
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.float32, [None, 8])
+        b = tf.placeholder(tf.float32, [None, 8])
+        free = tf.placeholder(tf.float32, None)
+        cases = {
+            "not a join": lambda: [tf.raw_ops.BiasAddGrad(out_backprop=tf.tanh(a) * b)],
+            "a rank not known": lambda: [
+                tf.raw_ops.BiasAddGrad(out_backprop=tf.concat(_three_parts(free, free), -1))
+            ],
+            "a join of rank 3": lambda: [
+                tf.raw_ops.BiasAddGrad(
+                    out_backprop=tf.concat(_three_parts(a[:, None], b[:, None]), 2)
+                )
+            ],
+        }
+        for why, build in cases.items():
+            p = _partition(build(), [a, b, free])
+            assert "BiasAddGrad" in _passes(p), why
+            assert all(not n.op._attrs.get("bias_grad") for n in _fused_nodes(p)), why
+        # two of one join: the first becomes the fused node's, the other stays a node
+        joined = tf.concat(_three_parts(a, b), 1)
+        twice = [tf.raw_ops.BiasAddGrad(out_backprop=joined) for _ in range(2)]
+        p = _partition(twice, [a, b])
+        assert _passes(p).count("BiasAddGrad") == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 8), (3, 5), (128, 24), (70, 4)])
+def test_a_joins_bias_gradient_against_numpy(dtype, shape, monkeypatch):
+    # batch 1 (the kernel copies the one row: -0.0 stays), odd sizes, joins wider and
+    # narrower than 32 columns a thread (the loop's sums, the kernel's function)
+    rng = np.random.default_rng(12)
+    a_np = rng.standard_normal(shape).astype(dtype)
+    b_np = rng.standard_normal(shape).astype(dtype)
+    a_np.reshape(-1)[:3] = [-0.0, 0.0, -0.0]
+    b_np.reshape(-1)[:3] = [-0.0, -0.0, 0.0]
+
+    def run():
+        with tf.Graph().as_default(), tf.device("/cpu:0"):  # (the pass is the CPU's)
+            a = tf.placeholder(dtype, [None, shape[1]])
+            b = tf.placeholder(dtype, [None, shape[1]])
+            parts = [a * b, a - b, tf.tanh(a) * 2.0, b * 3.0 + a]
+            joined = tf.concat(parts, 1)
+            bias = tf.raw_ops.BiasAddGrad(out_backprop=joined)
+            with tf.Session() as s:
+                out = s.run([joined, bias], {a: a_np, b: b_np})
+                kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+        return out, kinds
+
+    (joined, bias), kinds = run()
+    assert "BiasAddGrad" not in kinds
+    want = np.concatenate(
+        [a_np * b_np, a_np - b_np, np.tanh(a_np) * 2.0, b_np * 3.0 + a_np], 1
+    ).astype(np.float64)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(joined, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(bias, want.sum(0), rtol=tol, atol=tol * shape[0])
+    assert bias.dtype == dtype and bias.shape == (4 * shape[1],)
+    monkeypatch.setattr(fused_elementwise, "_BIAS_GRADS", False)
+    (joined0, bias0), kinds0 = run()
+    assert "BiasAddGrad" in kinds0
+    assert joined.tobytes() == joined0.tobytes() and bias.tobytes() == bias0.tobytes()

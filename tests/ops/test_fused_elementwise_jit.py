@@ -607,3 +607,37 @@ def test_split_pieces_read_where_they_lie_same_bits(rows, dtype, monkeypatch):
     monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
     (_, kept), _ = _run_both(build, feeds, monkeypatch)
     _same_bits(got, kept)
+
+
+@pytest.mark.parametrize("rows", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_joins_bias_gradient_summed_by_the_loop_same_bits(rows, dtype, monkeypatch):
+    # An LSTM cell's gate gradients joined, and their BiasAddGrad
+    # (fused_elementwise.fuse_bias_add_grad): the loop adds each row of the join into
+    # the column sums after writing it, TF's order for the join (from zero, a row at a
+    # time): the bits of the BiasAddGrad kernel, nan, inf and signed zeros included;
+    # with a batch-vector Select in the program and without.
+    from asyncflow.ops import fused_elementwise
+
+    rng = np.random.default_rng(13)
+    x, y, dy = _data(rng, dtype), _data(rng, dtype), _data(rng, dtype)
+    keep = rng.random(SHAPE[0]) < 0.6
+
+    def build(x, y, dy, keep):
+        a = af.reshape(x * y, SHAPE)  # (not element-wise: the parts read a and dy)
+        g = af.where(keep, dy, af.zeros_like(dy)) if rows else dy
+        parts = [a * g, (a - g) * 0.5, af.identity(g), af.square(a) * g + 1.0]
+        joined = af.concat(parts, 1)
+        return [joined, af.raw_ops.BiasAddGrad(out_backprop=joined)]
+
+    feeds = [x, y, dy, keep]
+    before = set(fused_elementwise_jit._loops)
+    (want, got), compiled = _run_both(build, feeds, monkeypatch)
+    assert compiled
+    _same_bits(want, got)
+    loops = fused_elementwise_jit._loops
+    sources = [key[0] for key in set(loops) - before if loops[key]]
+    assert any("bsum[j] = bsum[j] + catr[j]" in s for s in sources)
+    monkeypatch.setattr(fused_elementwise, "_BIAS_GRADS", False)
+    (_, kept), _ = _run_both(build, feeds, monkeypatch)
+    _same_bits(got, kept)
