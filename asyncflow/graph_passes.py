@@ -518,6 +518,9 @@ GRAPH_PASSES: list[Callable[[PartitionView], None]] = [
     # of one cluster's outputs, given to its fused node
     fused_elementwise.fuse_elementwise,
     fused_elementwise.fuse_concat_outputs,
+    fused_elementwise.fuse_split_inputs,  # (a Split whose pieces one program reads)
+    fused_elementwise.fuse_bias_add_grad,  # (a BiasAddGrad of a program's join)
+    matmul_ops.fuse_concat_matmul,  # (a join that a product reads: after the joins' fusions)
     fused_elementwise.mark_shape_only_outputs,  # (last: no reader comes after it)
 ]
 

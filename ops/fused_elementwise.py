@@ -52,7 +52,9 @@ from asyncflow.registry import NotDifferentiable, TypeConstraint, register_op
 __all__ = [
     "FusedElementwise",
     "fuse_concat_outputs",
+    "fuse_bias_add_grad",
     "fuse_elementwise",
+    "fuse_split_inputs",
     "mark_shape_only_outputs",
     "ELEMENTWISE",
 ]
@@ -280,6 +282,13 @@ FusedElementwise = register_op(
         # outputs nothing reads but for their shapes (`mark_shape_only_outputs`): each a
         # zero-stride view of its shape, never written.
         "shape_only": [],
+        # [k, begin, end, width, ...] (`fuse_split_inputs`): input k is the array a Split
+        # cut pieces of, of `width` along its last axis; the program reads its piece
+        # [..., begin:end] (a view, as the Split's own output was).
+        "columns": [],
+        # 1 (`fuse_bias_add_grad`): the node's last output is BiasAddGrad of its first,
+        # the join (`concat`), as that kernel computes it.
+        "bias_grad": 0,
     },
     shape_fn=_fused_shape,
 )
@@ -302,6 +311,10 @@ async def _fused_elementwise(ctx, *args):
         program = ctx.kernel_state["fused_program"] = _Program(ctx.op)
     xp = ctx.xp
     xs = args[: program.n_inputs]
+    more = ()
+    if program.columns:  # (Split pieces: their views; the whole arrays for the loop)
+        more = (xs,)
+        xs = program.pieces(xs)
     if program.by_shapes:  # (every SumTo target an input's own shape: one pass)
         key = tuple(x.shape for x in args)
     else:
@@ -317,19 +330,21 @@ async def _fused_elementwise(ctx, *args):
         donated = [
             k
             for k in schedule.donatable
-            if xs[k].dtype == program.dtype and ctx.may_forward(k, xs[k])
+            if xs[k].dtype == program.dtype
+            and k not in program.column_inputs  # (a piece of an array: never its own)
+            and ctx.may_forward(k, xs[k])
         ]
     if schedule.elements < _INLINE_ELEMENTS:
-        out = program.evaluate(xp, schedule, donated, xs)
+        out = program.evaluate(xp, schedule, donated, xs, *more)
     elif _LEAN and xp is np and getattr(ctx.device, "runs_inline_now", _never)():
         # (what `compute` would do here, without its BLAS thread choice: none is made)
         out = cpu_budget.call_without_blas(
-            _quiet, (xp, program.evaluate, xp, schedule, donated, xs)
+            _quiet, (xp, program.evaluate, xp, schedule, donated, xs, *more)
         )
     else:
         cost = schedule.elements * schedule.itemsize * (len(schedule.steps) + len(xs))
         out = await ctx.device.compute(
-            _quiet, xp, program.evaluate, xp, schedule, donated, xs, cost=cost
+            _quiet, xp, program.evaluate, xp, schedule, donated, xs, *more, cost=cost
         )
     return out if len(out) > 1 else out[0]
 
@@ -394,6 +409,13 @@ class _Program:
         self.shape_only = frozenset(attrs.get("shape_only") or ())
         concat = attrs.get("concat") or ()
         self.concat = (int(concat[0]), int(concat[1])) if concat else None
+        self.bias_grad = bool(attrs.get("bias_grad"))
+        # (the node's outputs but the bias gradient: the join and the other results)
+        n_out = len(self.results) - len(self.shape_only)
+        self.n_outputs = n_out - self.concat[1] + 1 if self.concat else n_out
+        cols = [int(v) for v in attrs.get("columns") or ()]
+        self.columns = [tuple(cols[j : j + 4]) for j in range(0, len(cols), 4)]
+        self.column_inputs = frozenset(k for k, *_ in self.columns)
         n_shapes = len(attrs["Tshapes"])
         self.shape_of = list(attrs.get("shape_of") or ())[:n_shapes]
         self.shape_of += [0] * (n_shapes - len(self.shape_of))
@@ -602,10 +624,49 @@ class _Program:
         axis = concat_axis([v.shape for v in parts], axis)
         return (xp.concatenate(parts, axis), *outs[count:])
 
-    def evaluate(self, xp, sched: _Schedule, donated, xs) -> tuple:
-        """Run the program on inputs `xs`; returns the node's outputs (`pack`)."""
+    def pieces(self, xs) -> list:
+        """The inputs with each Split piece (`columns`) cut from its array: a view, as
+        the Split's own output was (its array's width is the graph's, known when the
+        pass folded the Split)."""
+        xs = list(xs)
+        for k, begin, end, width in self.columns:
+            x = xs[k]
+            if x.ndim < 2 or x.shape[-1] != width:  # (cannot happen: a static shape)
+                raise errors.InternalError(
+                    None,
+                    None,
+                    f"{self.op_name}: input {k} of shape {_shape_str(x.shape)} is not the "
+                    f"array of width {width} its Split cut pieces of",
+                )
+            xs[k] = x[..., begin:end]
+        return xs
+
+    def evaluate(self, xp, sched: _Schedule, donated, xs, whole=None) -> tuple:
+        """Run the program on inputs `xs`; returns the node's outputs (`pack`).  `whole`:
+        the node's inputs as given, Split pieces' whole arrays (`columns`) where `xs`
+        has their views, for the compiled loop to read in place."""
+        out = self._evaluate(xp, sched, donated, xs, whole)
+        return self._with_bias_grad(xp, out) if self.bias_grad else out
+
+    def _with_bias_grad(self, xp, out: tuple) -> tuple:
+        """The outputs with BiasAddGrad of the join after them, as its kernel computes
+        it (ops/nn_ops._bias_add_grad): the compiled row loop's column sums where they
+        are that (from zero, one row at a time in order: eigen_reduce's order for a
+        [rows > 1, more than 32 columns a thread] array), else the kernel's function."""
+        threads = cpu_budget.budget()
+        joined = out[0]
+        if len(out) > self.n_outputs:  # (the loop summed the join's columns)
+            if joined.ndim == 2 and joined.shape[0] > 1 and joined.shape[1] > threads * 32:
+                return out
+            out = out[:-1]
+        if xp is np:
+            return (*out, eigen_reduce.bias_add_grad(joined, False, threads))
+        axes = tuple(range(joined.ndim - 1))
+        return (*out, xp.sum(joined, axes).astype(joined.dtype, copy=False))
+
+    def _evaluate(self, xp, sched: _Schedule, donated, xs, whole=None) -> tuple:
         if sched.jit is not None:
-            out = sched.jit(xs)  # (packed: fused_elementwise_jit.compile_schedule)
+            out = sched.jit(xs, whole)  # (packed: fused_elementwise_jit.compile_schedule)
             if out is not None:
                 sched.compiled = True
                 return self._with_shapes(xp, sched, out) if sched.shape_only else out
@@ -990,6 +1051,157 @@ def fuse_concat_outputs(view) -> None:
             outputs=[(f, k) for k in rest],
         )
         view.drop_if_unused(axis_src[0])
+
+
+_SPLITS = True  # False: Splits stay nodes of their own (A/B)
+
+
+def fuse_split_inputs(view) -> None:
+    """A Split or SplitV along the last axis whose pieces only one CPU `_FusedElementwise`
+    reads becomes part of it (attr `columns`): the fused node takes the split array in
+    each piece's place and cuts the piece itself (a view, as the Split's output was);
+    a row loop reads each piece's row from the array in place
+    (`fused_elementwise_jit._source`), other forms copy it as they copied the Split's
+    view.  An LSTM cell's gates (the Split of its product) and its backward pass's
+    state gradient (the SplitV of the concatenation's gradient): the Split's trip
+    through the interpreter, its Consts', and the gates' copies are gone.
+
+    Only where the Split cannot fail at run time (its axis a constant, the array's rank
+    and its size along the axis known, the sizes constant and valid: its values are
+    then those pieces, always) and where no value may be dead (no control flow).  A
+    piece nothing reads is not cut."""
+    nodes = view.nodes
+    if not _SPLITS or view.has_control_flow():
+        return
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op.type not in ("Split", "SplitV") or not view.available(i):
+            continue
+        if node.device.device_type != "CPU":
+            continue
+        cut = _split_bounds(nodes, node)
+        if cut is None:
+            continue
+        value_src, const_srcs, bounds, width = cut
+        users = view.consumers(i)
+        fused = {u for u, _slot in users}
+        if len(fused) != 1:
+            continue
+        f = fused.pop()
+        target = nodes[f]
+        if target.op.type != "_FusedElementwise" or not view.available(f):
+            continue
+        if target.device is not node.device or target.op._attrs["T"] != op._attrs["T"]:
+            continue
+        n = target.op._attrs["N"]
+        if any(slot >= n for _u, slot in users):
+            continue  # (a SumTo target: read for its shape, kept a value of its own)
+        if any(fe[0] == i for fe in view.partition.fetches):
+            continue
+        attrs = dict(target.op._attrs)
+        columns = list(attrs.get("columns") or ())
+        inputs = list(target.inputs)
+        for _u, slot in users:
+            k = inputs[slot][1]
+            inputs[slot] = value_src
+            columns += [slot, bounds[k], bounds[k + 1], width]
+        attrs["columns"] = columns
+        view.fuse(into=f, op_type="_FusedElementwise", attrs=attrs, inputs=inputs, absorbed=[i])
+        for src in const_srcs:
+            view.drop_if_unused(src[0])
+
+
+def _split_bounds(nodes, node):
+    """(the split array's source, the Consts' sources, the pieces' bounds along the
+    last axis, its size) of a Split or SplitV that cuts along its array's last axis
+    with every bound known and valid, or None."""
+    op = node.op
+    if op.type == "Split":
+        dim_src, value_src = node.inputs
+        const_srcs = [dim_src]
+    else:
+        value_src, sizes_src, dim_src = node.inputs
+        const_srcs = [sizes_src, dim_src]
+    if any(src[0] == "feed" for src in const_srcs):
+        return None
+    value = op.inputs[1] if op.type == "Split" else op.inputs[0]
+    rank = value.shape.ndims
+    if rank is None or rank < 2:
+        return None
+    width = value.shape.as_list()[-1]
+    axis = graph.constant_value(nodes[dim_src[0]].op._outputs[dim_src[1]])
+    if width is None or axis is None or np.size(axis) != 1:
+        return None
+    axis = int(np.reshape(axis, ()))
+    if not -rank <= axis < rank or axis % rank != rank - 1:
+        return None
+    n = op._attrs["num_split"]
+    if op.type == "Split":
+        if n < 1 or width % n:
+            return None
+        sizes = [width // n] * n
+    else:
+        sizes = graph.constant_value(nodes[sizes_src[0]].op._outputs[sizes_src[1]])
+        if sizes is None or np.ndim(sizes) != 1 or np.size(sizes) != n:
+            return None
+        sizes = [int(v) for v in np.reshape(sizes, -1)]
+        if any(v < -1 for v in sizes) or sizes.count(-1) > 1:
+            return None
+        total = sum(v for v in sizes if v != -1)
+        if (total > width) if -1 in sizes else (total != width):
+            return None
+        sizes = [width - total if v == -1 else v for v in sizes]
+    bounds = [0]
+    for v in sizes:
+        bounds.append(bounds[-1] + v)
+    return value_src, const_srcs, bounds, width
+
+
+_BIAS_GRADS = True  # False: BiasAddGrads of joins stay nodes of their own (A/B)
+
+
+def fuse_bias_add_grad(view) -> None:
+    """A BiasAddGrad of a CPU `_FusedElementwise`'s join (`fuse_concat_outputs`: an LSTM
+    cell's gate gradients, [batch, 4 * units]) becomes that node's last output (attr
+    `bias_grad`): the compiled row loop adds each row of the join into column sums as
+    it writes it, in the order TF's reduction takes for the array (`_with_bias_grad`
+    checks when that is its order, else calls the kernel's function), and the
+    BiasAddGrad's trip through the interpreter and its pass over the join are gone.
+    Only for a join of known rank 2 (both data formats' channel axis then its last),
+    float32 or float64, where no value may be dead."""
+    nodes = view.nodes
+    if not _BIAS_GRADS or view.has_control_flow():
+        return
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op.type != "BiasAddGrad" or not view.available(i):
+            continue
+        if node.device.device_type != "CPU":
+            continue
+        (src,) = node.inputs
+        f = src[0]
+        if f == "feed" or src[1] != 0 or not view.available(f):
+            continue
+        fused = nodes[f]
+        attrs = dict(fused.op._attrs)
+        if fused.op.type != "_FusedElementwise" or not attrs.get("concat"):
+            continue
+        if attrs.get("bias_grad") or fused.device is not node.device:
+            continue
+        if attrs["T"] not in (_F32, _F64) or op._attrs["T"] != attrs["T"]:
+            continue
+        if op.inputs[0].shape.ndims != 2:
+            continue
+        attrs["bias_grad"] = 1
+        attrs["M"] = attrs["M"] + 1
+        view.fuse(
+            into=f,
+            op_type="_FusedElementwise",
+            attrs=attrs,
+            inputs=list(fused.inputs),
+            absorbed=[i],
+            outputs=[(i, 0)],
+        )
 
 
 def mark_shape_only_outputs(view) -> None:

@@ -283,7 +283,14 @@ def _value_names(program, sched) -> list:
 
 
 def _source(
-    program, sched, inline: frozenset = frozenset(), pows=None, concat: int = 0, rows=frozenset()
+    program,
+    sched,
+    inline: frozenset = frozenset(),
+    pows=None,
+    concat: int = 0,
+    rows=frozenset(),
+    wide=None,
+    sums: bool = False,
 ) -> str:
     """The loop's Python source: def loop(inputs..., outputs..., literals..., one, zero);
     `pows`: {instruction j: its Pow's expression}.
@@ -297,8 +304,13 @@ def _source(
     computed from r and c, `cat[r * width + k * cols + c]`, made the LSTM's [128,512]
     join 3x slower than this; ~the flat loop plus NumPy's concatenation).  The same
     row loop, with no `cat`, where inputs `rows` hold one value per row (a Select's
-    batch-vector condition): read once a row.
+    batch-vector condition): read once a row.  `wide` ({input: (begin, width)}): inputs
+    passed as the whole [rows, width] array they are columns begin.. of (a Split's
+    piece, `fuse_split_inputs`), their row a slice of its row, not a copy made first.
+    With `sums` (a join's), `bsum` after the outputs: cat's column sums, from zero, one
+    row at a time in order (`fuse_bias_add_grad`).
     """
+    wide = wide or {}
     n_in, n_lit = program.n_inputs, len(program.literals)
     names = _value_names(program, sched)
     scalar = [sched.slot_shapes[k] == () for k in range(n_in)]
@@ -332,26 +344,37 @@ def _source(
     outs = [f"cat{k}[c] = {names[r]}" for k, r in enumerate(sched.results[:concat])]
     outs += [f"out{k}c[c] = {names[r]}" for k, r in enumerate(sched.results) if k >= concat]
     params += (["cat"] if concat else []) + [f"out{k}" for k in range(concat, n_out)]
+    params += ["bsum"] if sums else []
     params += [f"c{k}" for k in range(n_lit)]
     lines = [
         f"def loop({', '.join(params)}, one, zero, rows, cols):",
         f"    width = cols * {max(concat, 1)}",
+    ]
+    # (the row's sums in a loop of their own after it, over cat's row just written: in
+    # the columns' loop, the store into bsum kept that loop from vectorizing, 2x slower)
+    tail = ["        catr = cat[b : b + width]", "        for j in range(width):"]
+    tail += ["            bsum[j] = bsum[j] + catr[j]"]
+    if sums:
+        lines += ["    for j in range(width):", "        bsum[j] = zero"]
+    lines += [
         "    for r in range(rows):",
         "        a = r * cols",
         "        b = r * width",
     ]
     lines += [f"        x{k} = in{k}[r]" for k in sorted(rows)]
-    lines += [
-        f"        in{k}c = in{k}[a : a + cols]"
-        for k in range(n_in)
-        if not scalar[k] and k not in rows
-    ]
+    for k in range(n_in):
+        if k in wide:
+            b, w = wide[k]
+            lines.append(f"        in{k}c = in{k}[r * {w} + {b} : r * {w} + {b} + cols]")
+        elif not scalar[k] and k not in rows:
+            lines.append(f"        in{k}c = in{k}[a : a + cols]")
     lines += [f"        cat{k} = cat[b + {k} * cols : b + {k + 1} * cols]" for k in range(concat)]
     lines += [f"        out{k}c = out{k}[a : a + cols]" for k in range(concat, n_out)]
     lines.append("        for c in range(cols):")
-    return "\n".join(lines + body + [f"{pad}{o}" for o in outs]) + "\n"
+    return "\n".join(lines + body + [f"{pad}{o}" for o in outs] + (tail if sums else [])) + "\n"
 
 
+_SUMS = True  # False: a join's column sums after the loop, not inside it (A/B)
 _NO_LOOP = object()  # (a form whose compile failed, or whose inline function's check did)
 _lock = threading.Lock()
 _loops: dict[tuple, object] = {}  # (source, dtype) -> compiled loop, or None: it failed
@@ -386,8 +409,12 @@ def _compile(key: tuple, n_args: tuple, done: threading.Event) -> None:
             # (bool arrays read), whether a row loop]); one element each, a row
             # loop's `rows, cols` one row of one column (its `cat`: `count` elements)
             n_reads, n_writes, n_scalars, *more = n_args
-            count, conditions, by_row = more if more else (0, frozenset(), False)
-            reads = [np.ones(1, np.bool_ if k in conditions else dtype) for k in range(n_reads)]
+            count, conditions, by_row, wide = more if more else (0, frozenset(), False, {})
+            # (a column input reads its row's columns of a wider array: `wide[k]` of it)
+            reads = [
+                np.ones(wide.get(k, 1), np.bool_ if k in conditions else dtype)
+                for k in range(n_reads)
+            ]
             reads = [_readonly(r) for r in reads] if readonly else reads
             writes = [np.ones(max(1, count), dtype) for _ in range(n_writes)]
             jitted(*reads, *writes, *[dtype.type(1)] * n_scalars, *([1, 1] if by_row else []))
@@ -527,9 +554,9 @@ def compile_schedule(program, sched):
         return inline or _packing(program, _compiled(program, sched, frozenset()))
     plain = _packing(program, _compiled(program, sched, frozenset()))  # (until the checks)
 
-    def run(xs):
-        out = inline(xs)  # None while its loops compile, or for good if the check failed
-        return plain(xs) if out is None and plain is not None else out
+    def run(xs, whole=None):
+        out = inline(xs, whole)  # None while its loops compile, or for good if the check failed
+        return plain(xs, whole) if out is None and plain is not None else out
 
     return run
 
@@ -541,8 +568,8 @@ def _packing(program, fn):
         return fn
     pack = program.pack
 
-    def packed(xs):
-        out = fn(xs)
+    def packed(xs, whole=None):
+        out = fn(xs, whole)
         return None if out is None else pack(np, out)
 
     return packed
@@ -589,10 +616,25 @@ def _compiled(program, sched, inline: frozenset):
             rows, cols = math.prod(shape[:axis]), math.prod(shape[axis:])
             joined = (*shape[:axis], shape[axis] * count, *shape[axis + 1 :])
     by_row = bool(count or by_rows)
-    n_args = (n_in, n_out - count + (1 if count else 0), n_lit + 2)
-    n_args += (count, _conditions(program), by_row)
+    # Split pieces (`program.columns`) a row loop of rank-2 values reads in their whole
+    # arrays; elsewhere (a flat loop: its vectorized form) each is copied first.
+    wide = {}
+    if by_row and len(shape) == 2 and (rows, cols) == tuple(shape):
+        wide = {k: (b, w) for k, b, _e, w in getattr(program, "columns", ())}
+    # the join's column sums as the loop writes it (`fuse_bias_add_grad`): its rows
+    # the loop's rows, its columns each result's row after another's
+    sums = bool(_SUMS and count and getattr(program, "bias_grad", False) and len(shape) == 2)
+    sums = sums and (rows, cols) == tuple(shape)
+    n_args = (n_in, n_out - count + (1 if count else 0) + sums, n_lit + 2)
+    n_args += (count, _conditions(program), by_row, {k: w for k, (_b, w) in wide.items()})
 
-    def run(xs):
+    def run(xs, whole=None):
+        if wide:
+            if whole is None:
+                return None  # (the pieces' arrays not given: NumPy's program runs)
+            xs = list(xs)
+            for k in wide:
+                xs[k] = whole[k]
         flat, readonly = _reading([np.ascontiguousarray(x).reshape(-1) for x in xs])
         key = tuple(
             _POW if a is None else fast.get(float(xs[a] if a < n_in else lits[a - n_in]), _POW)
@@ -605,7 +647,9 @@ def _compiled(program, sched, inline: frozenset):
             source = sources.get(key)
             if source is None:  # (~30 us to write: once, not at every call a compile waits)
                 forms = {j: e for (j, _a), e in zip(pows, key)}
-                source = sources[key] = _source(program, sched, inline, forms, count, by_rows)
+                source = sources[key] = _source(
+                    program, sched, inline, forms, count, by_rows, wide, sums
+                )
             loop = _loop_for(source, dtype, n_args, readonly)
             if loop is None:
                 if _loops.get((source, dtype, readonly), _pending) is None:
@@ -617,6 +661,11 @@ def _compiled(program, sched, inline: frozenset):
         if count:
             cat = np.empty(joined, dtype)
             rest = [np.empty(shape, dtype) for _ in range(n_out - count)]
+            if sums:
+                bsum = np.empty(joined[-1], dtype)
+                loop(*flat, cat.reshape(-1), *(o.reshape(-1) for o in rest), bsum, *lits, one,
+                     zero, rows, cols)  # fmt: skip
+                return (cat, *rest, bsum)
             loop(*flat, cat.reshape(-1), *(o.reshape(-1) for o in rest), *lits, one, zero,
                  rows, cols)  # fmt: skip
             return (cat, *rest)
@@ -849,7 +898,7 @@ def _staged(program, sched, inline: frozenset = frozenset()):
     size = math.prod(shape)
     ready: dict = {}  # read-only -> the stages' loops
 
-    def run(xs):
+    def run(xs, whole=None):
         flat, readonly = _reading([np.ascontiguousarray(x).reshape(-1) for x in xs[:n_in]])
         got = ready.get(readonly)
         if got is None:  # (every stage's compile starts at the first call)

@@ -22,6 +22,7 @@ from asyncflow import dispatch as _dispatch
 from asyncflow import dtypes, ragged, ragged_functions, tensor_shape
 from asyncflow import dynamic_ragged_shape as _drs
 from asyncflow import graph as ops
+from asyncflow.devices import cpu_budget
 from asyncflow.dynamic_ragged_shape import DynamicRaggedShape
 from asyncflow.ops import gradient_ops as _g
 from asyncflow.ops.math_helpers import merged_shapes
@@ -102,13 +103,28 @@ ConcatV2 = register_op(
 )  # fmt: skip
 
 
+# A small join in a caller-driven step runs at once, counted against the CPU budget
+# without its BLAS thread choice (np.concatenate makes no BLAS call): `compute`'s kind
+# key and measured choice cost more than the copy (an LSTM cell's [128,65] input join,
+# 21 a step of lstm_seqlen).  False: every join through `compute` (A/B).
+_LEAN = True
+_LEAN_MAX_BYTES = 1 << 20
+
+
 @ConcatV2.kernel(host_memory=("axis",))
 async def _concat_v2(ctx, *args):
     *values, axis = args
     xp = ctx.xp
     values = [xp.asarray(v) for v in values]
     axis = concat_axis([v.shape for v in values], axis)
+    if _LEAN and xp is np and getattr(ctx.device, "runs_inline_now", _never)():
+        if sum(v.nbytes for v in values) <= _LEAN_MAX_BYTES:
+            return cpu_budget.call_without_blas(np.concatenate, (values, axis))
     return await ctx.device.compute(xp.concatenate, values, axis)
+
+
+def _never() -> bool:
+    return False
 
 
 def concat_axis(shapes: list, axis) -> int:

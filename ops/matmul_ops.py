@@ -27,6 +27,7 @@ from asyncflow.kernel_api import NOT_INLINE, template
 from asyncflow.ops import blas
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import gradient_ops as _g
+from asyncflow.ops.manip_ops import concat_axis
 from asyncflow.ops.math_helpers import (
     _as_dtype,
     _builder_scope,
@@ -514,6 +515,91 @@ def fuse_matmul_bias(view) -> None:
             else:
                 view.fuse(i, "_FusedMatMul", attrs, inputs, absorbed=[j])
             break
+
+
+# -- graph pass: a ConcatV2 whose join is a _FusedMatMul's left operand ------------------
+#
+# An LSTM cell's product reads the join of its input and its state ([x_t, h], 21 a step
+# of lstm_seqlen), and its gradient reads the join again.  One node joins and multiplies:
+# the ConcatV2's trip through the interpreter and its axis Const's are gone; the join is
+# its second output, for the other readers.
+
+FusedConcatMatMul = register_op(
+    "_FusedConcatMatMul",
+    inputs=["values: N * T", "b: T", "bias: T"],
+    outputs=["product: T", "joined: T"],
+    attrs={
+        "T": FLOATING,
+        "N": 2,
+        "axis": 0,  # (the ConcatV2's, a constant)
+        "transpose_a": False,
+        "transpose_b": False,
+        "add_type": "BiasAdd",
+        "bias_first": False,
+        "data_format": "NHWC",
+        "relu": False,
+    },
+    shape_fn=lambda op: [tensor_shape.unknown_shape(), tensor_shape.unknown_shape()],
+)
+NotDifferentiable("_FusedConcatMatMul")  # introduced after the gradients were built
+
+
+@FusedConcatMatMul.kernel("CPU")
+async def _fused_concat_matmul(ctx, *args):
+    """ConcatV2's join (its checks and messages, manip_ops.concat_axis), then
+    _FusedMatMul's kernel on it."""
+    *values, b, bias = args
+    values = [np.asarray(v) for v in values]
+    axis = concat_axis([v.shape for v in values], ctx.attrs["axis"])
+    joined = np.concatenate(values, axis)
+    return await _fused_matmul(ctx, joined, b, bias), joined
+
+
+_CONCATS = True  # False: the joins stay ConcatV2 nodes (A/B)
+
+
+def fuse_concat_matmul(view) -> None:
+    """A ConcatV2 on the CPU (its axis a constant) read as the left operand of a
+    _FusedMatMul becomes part of it (`_FusedConcatMatMul`): the fused node's second
+    output is the join, for the ConcatV2's other readers.  Only where no value may be
+    dead, and where none of those readers is something the product waits for (the
+    fused node would then wait for itself)."""
+    if not _CONCATS or view.has_control_flow():
+        return
+    nodes = view.nodes
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op.type != "_FusedMatMul" or not view.available(i) or op._attr("transpose_a"):
+            continue
+        c = node.inputs[0][0]
+        if c == "feed" or node.inputs[0][1] != 0 or not view.available(c):
+            continue
+        cat = nodes[c]
+        if cat.op.type != "ConcatV2" or cat.device is not node.device:
+            continue
+        if cat.op._attr("T") != op._attr("T"):
+            continue
+        *values, axis_src = cat.inputs
+        if axis_src[0] == "feed":
+            continue
+        axis = ops.constant_value(nodes[axis_src[0]].op._outputs[axis_src[1]])
+        if axis is None or np.ndim(axis) != 0:
+            continue
+        readers = {u for u, _slot in view.consumers(c)} - {i}
+        if readers & view.upstream(i):
+            continue
+        attrs = dict(op._attrs)
+        attrs["N"] = len(values)
+        attrs["axis"] = int(axis)
+        view.fuse(
+            into=i,
+            op_type="_FusedConcatMatMul",
+            attrs=attrs,
+            inputs=[*values, *node.inputs[1:]],
+            absorbed=[c],
+            outputs=[(c, 0)],
+        )
+        view.drop_if_unused(axis_src[0])
 
 
 # -- graph pass: MatMul -> ReluGrad (a dense layer's backprop through its activation) -----

@@ -16,8 +16,8 @@ def record_compiled(monkeypatch) -> list:
         if fn is None:
             return None
 
-        def run(xs):
-            out = fn(xs)
+        def run(xs, whole=None):
+            out = fn(xs, whole)
             ran.append(out is not None)
             return out
 

@@ -8,7 +8,7 @@ import pytest
 
 import asyncflow as af
 from asyncflow import errors
-from asyncflow.ops import blas, state_ops
+from asyncflow.ops import blas, matmul_ops, state_ops
 
 # The gemm fusions need the OpenBLAS NumPy's wheels ship (ops/blas.py); without it the
 # plain kernels run and there is nothing to compare.
@@ -560,3 +560,89 @@ def test_relu_grad_fusion_inside_a_cond_keeps_the_updates_alive():
     want2 = w2 - 0.001 * hh.T @ dy
     np.testing.assert_allclose(h1, want1, rtol=2e-4, atol=2e-5)
     np.testing.assert_allclose(h2, want2, rtol=2e-4, atol=2e-5)
+
+
+# -- a join read as a product's left operand (matmul_ops.fuse_concat_matmul) -------------------
+
+
+def _kinds(s):
+    return [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+
+
+@needs_blas
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch", [1, 3, 128])
+@pytest.mark.parametrize("axis", [1, -1, 0])
+def test_a_join_and_its_product_in_one_node(dtype, batch, axis, monkeypatch):
+    # An LSTM cell's [x_t, h] join and its product; the weights' gradient reads the join
+    # again (the fused node's second output).  Odd sizes, batch 1; a join of rows too.
+    rng = np.random.default_rng(6)
+    x_np = rng.standard_normal((batch, 1)).astype(dtype)
+    h_np = rng.standard_normal((batch, 7)).astype(dtype)
+    w_np = rng.standard_normal((8, 12)).astype(dtype)
+    b_np = rng.standard_normal(12).astype(dtype)
+    if axis == 0:  # (rows joined: [x; h] of 8 columns)
+        x_np = rng.standard_normal((1, 8)).astype(dtype)
+        h_np = rng.standard_normal((batch, 8)).astype(dtype)
+
+    def run():
+        with af.Graph().as_default(), af.device("/cpu:0"):
+            x = af.placeholder(dtype, [None, x_np.shape[1]])
+            h = af.placeholder(dtype, [None, h_np.shape[1]])
+            w, b = af.Variable(w_np), af.Variable(b_np)
+            joined = af.concat([x, h], axis)
+            y = af.nn.bias_add(af.matmul(joined, w), b)
+            loss = af.reduce_sum(af.tanh(y))
+            (dw,) = af.gradients(loss, [w])
+            with af.Session() as s:
+                s.run(af.global_variables_initializer())
+                out = s.run([y, dw, joined], {x: x_np, h: h_np})
+                kinds = _kinds(s)
+        return out, kinds
+
+    (y, dw, joined), kinds = run()
+    assert "_FusedConcatMatMul" in kinds and "ConcatV2" not in kinds
+    want_j = np.concatenate([x_np, h_np], axis).astype(np.float64)
+    want_y = want_j @ w_np + b_np
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_array_equal(joined, want_j.astype(dtype))
+    np.testing.assert_allclose(y, want_y, rtol=tol, atol=tol)
+    np.testing.assert_allclose(dw, want_j.T @ (1 - np.tanh(want_y) ** 2), rtol=tol, atol=tol)
+    assert y.dtype == dtype and dw.dtype == dtype
+    monkeypatch.setattr(matmul_ops, "_CONCATS", False)
+    (y0, dw0, _), kinds0 = run()
+    assert "ConcatV2" in kinds0 and "_FusedConcatMatMul" not in kinds0
+    assert y.tobytes() == y0.tobytes() and dw.tobytes() == dw0.tobytes()
+
+
+@needs_blas
+def test_a_fused_join_that_does_not_fit_is_concats_error():
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        x = af.placeholder(af.float32, [None, 1])
+        h = af.placeholder(af.float32, [None, 7])
+        y = af.matmul(af.concat([x, h], 1), af.ones([8, 4])) + af.ones([4])
+        with af.Session() as s:
+            with pytest.raises(
+                errors.InvalidArgumentError,
+                match=r"ConcatOp : Dimensions of inputs should match: shape\[0\] = \[2,1\] "
+                r"vs. shape\[1\] = \[3,7\]",
+            ):
+                s.run(y, {x: np.ones((2, 1), np.float32), h: np.ones((3, 7), np.float32)})
+            assert "_FusedConcatMatMul" in _kinds(s)
+
+
+@needs_blas
+def test_joins_that_stay_concat_nodes():
+    with af.Graph().as_default(), af.device("/cpu:0"):
+        x = af.placeholder(af.float32, [None, 4])
+        h = af.placeholder(af.float32, [None, 4])
+        w = af.ones([8, 3])
+        fetches = [
+            af.matmul(af.concat([x, h], 1), w) * 2.0,  # (no bias: a plain MatMul)
+            af.matmul(af.concat([x, h], 0), af.ones([4, 3]), transpose_a=True) + 1.0,
+            af.matmul(x, af.concat([w, w], 1)[:4]) + 1.0,  # (a join of the right operand)
+        ]
+        with af.Session() as s:
+            s.run(fetches, {x: np.ones((2, 4), np.float32), h: np.ones((2, 4), np.float32)})
+            kinds = _kinds(s)
+    assert "_FusedConcatMatMul" not in kinds and kinds.count("ConcatV2") == 3

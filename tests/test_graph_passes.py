@@ -209,6 +209,9 @@ def test_the_passes_run_in_the_listed_order():
         select_zero.fuse_select_zero,
         fused_elementwise.fuse_elementwise,  # what the patterns left, in clusters
         fused_elementwise.fuse_concat_outputs,  # a join of one fused node's outputs
+        fused_elementwise.fuse_split_inputs,  # a Split whose pieces one fused node reads
+        fused_elementwise.fuse_bias_add_grad,  # a BiasAddGrad of a fused node's join
+        matmul_ops.fuse_concat_matmul,  # a join a product reads, after the joins' fusions
         fused_elementwise.mark_shape_only_outputs,  # last: outputs read for shapes alone
     ]
 

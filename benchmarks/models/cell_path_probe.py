@@ -109,10 +109,10 @@ def main(argv=None) -> int:
         _state["quiet_out"] = clock()
         return r
 
-    def evaluate(program, xp, sched, donated, xs):
+    def evaluate(program, xp, sched, donated, xs, *more):
         _state["np_t"], _state["np_c"], _state["alloc_t"] = 0.0, 0, 0.0
         t0 = clock()
-        out = program.evaluate(xp, sched, donated, xs)
+        out = program.evaluate(xp, sched, donated, xs, *more)
         _state["eval"] = (t0, clock())
         return out
 
@@ -123,6 +123,10 @@ def main(argv=None) -> int:
             program = ctx.kernel_state["fused_program"] = fe._Program(ctx.op)
         xp = ctx.xp
         xs = args_[: program.n_inputs]
+        more = ()
+        if program.columns:  # (Split pieces: fe.fuse_split_inputs)
+            more = (xs,)
+            xs = program.pieces(xs)
         if program.by_shapes:
             key = tuple(x.shape for x in args_)
         else:
@@ -145,15 +149,15 @@ def main(argv=None) -> int:
         t_pre = clock()
         _state["loop"] = None
         if schedule.elements < fe._INLINE_ELEMENTS:
-            out = program.evaluate(xp, schedule, donated, xs)
+            out = program.evaluate(xp, schedule, donated, xs, *more)
         elif fe._LEAN and xp is np and getattr(ctx.device, "runs_inline_now", fe._never)():
             out = cpu_budget.call_without_blas(
-                timed_quiet, (xp, evaluate, program, xp, schedule, donated, xs)
+                timed_quiet, (xp, evaluate, program, xp, schedule, donated, xs, *more)
             )
         else:
             cost = schedule.elements * schedule.itemsize * (len(schedule.steps) + len(xs))
             out = await ctx.device.compute(
-                timed_quiet, xp, evaluate, program, xp, schedule, donated, xs, cost=cost
+                timed_quiet, xp, evaluate, program, xp, schedule, donated, xs, *more, cost=cost
             )
         t_post = clock()
         kind = f"{'/'.join(sorted(set(program.types)))} {schedule.slot_shapes[-1]}"
@@ -178,7 +182,7 @@ def main(argv=None) -> int:
             if args.again:
                 t["A loop again at once"].append(_state["loop_again"])
                 t0 = clock()
-                evaluate(program, xp, schedule, donated, xs)
+                evaluate(program, xp, schedule, donated, xs, *more)
                 t["B evaluate again at once"].append(clock() - t0)
         _state["kind"] = kind if _state["loop"] is not None else None
         _state["t_post"] = t_post

@@ -792,3 +792,33 @@ def test_names_follow_tf():
         assert A.zeros_like(x).op.name == "outer/zeros_like"
         assert A.concat([x, x], 0).op.name == "outer/concat"
     assert tensor_shape.TensorShape([2, 3]) == x.shape
+
+
+@pytest.mark.parametrize("rows", [1, 3, 128, 5000])
+def test_a_small_join_runs_at_once_counted_with_the_same_values(rows, monkeypatch):
+    # ConcatV2 in a caller-driven step (manip_ops._LEAN): a join up to 1 MiB runs
+    # through cpu_budget.call_without_blas, not the device's `compute`; a larger one
+    # (5000 rows of 65: 1.3 MB of int32 or float32, 2.6 of float64) through `compute`; the values
+    # np.concatenate's, dtypes and odd shapes included.
+    from asyncflow.devices import cpu_budget
+
+    calls = []
+    real = cpu_budget.call_without_blas
+
+    def spy(fn, args):
+        calls.append(cpu_budget._active)
+        return real(fn, args)
+
+    monkeypatch.setattr(cpu_budget, "call_without_blas", spy)
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64, np.int32):
+        x_np = (rng.standard_normal((rows, 1)) * 9).astype(dtype)
+        h_np = (rng.standard_normal((rows, 64)) * 9).astype(dtype)
+        x = A.placeholder(dtypes.as_dtype(dtype), [None, 1])
+        h = A.placeholder(dtypes.as_dtype(dtype), [None, 64])
+        calls.clear()
+        got = run(A.concat([x, h], 1), {x: x_np, h: h_np})
+        want = np.concatenate([x_np, h_np], 1)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        assert bool(calls) == (want.nbytes <= 1 << 20), (dtype, rows)

@@ -12,6 +12,7 @@ import pytest
 import asyncflow as af
 from asyncflow.devices import cpu_budget
 from asyncflow.ops import fused_elementwise, fused_elementwise_jit
+from asyncflow.ops.math_helpers import _quiet
 
 pytest.importorskip("numba")
 
@@ -55,6 +56,9 @@ def test_short_path_same_bits_no_budget_choice_no_donation_checks(monkeypatch):
     real = cpu_budget.call_without_blas
 
     def spy(fn, args):
+        if fn is not _quiet:  # (another kernel's short path: a ConcatV2's join)
+            return real(fn, args)
+
         def counted(*a):
             calls.append((cpu_budget._active, args[4]))
             return fn(*a)

@@ -1018,3 +1018,211 @@ def test_a_select_whose_shapes_do_not_fit_is_selects_error():
             assert "the_select" in str(info.value)
             got = s.run(y, {x: np.zeros((2, 3), np.float32), c: np.ones(2, bool)})
     np.testing.assert_array_equal(got, np.ones((2, 3), np.float32))
+
+
+# -- a Split whose pieces one fused node reads (fuse_split_inputs) -------------------------------
+
+
+def test_an_lstm_cells_split_becomes_part_of_its_program():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 16])
+        c = tf.placeholder(tf.float32, [None, 4])
+        new_c, h = _lstm_cell(x, c)
+        p = _partition([new_c, h], [x, c])
+        types = _passes(p)
+        assert "Split" not in types and "Const" not in types  # (its axis went with it)
+        (fused,) = _fused_nodes(p)
+        attrs = fused.op._attrs
+        columns = [tuple(attrs["columns"][k : k + 4]) for k in range(0, 16, 4)]
+        assert len(attrs["columns"]) == 16 and attrs["N"] == 5
+        # each gate's input is x itself (a feed), cut [b:e] of its 16 columns
+        assert sorted((b, e, w) for _k, b, e, w in columns) == [
+            (0, 4, 16),
+            (4, 8, 16),
+            (8, 12, 16),
+            (12, 16, 16),
+        ]
+        assert all(fused.inputs[k] == ("feed", 0) for k, *_ in columns)
+
+
+def _split_cell_np(x, c, sizes):
+    if isinstance(sizes, int):
+        pieces = np.split(x, sizes, -1)
+    else:
+        pieces = np.split(x, np.cumsum(sizes)[:-1], -1)
+    return _np_lstm_cell(np.concatenate(pieces[:4], 1), c)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch", [1, 3, 128])
+@pytest.mark.parametrize("sizes", [4, [5, 5, 5, 5], [5, 5, 5, 5, 3], [5, -1, 5, 5]])
+def test_split_pieces_read_by_a_program_against_numpy(dtype, batch, sizes, monkeypatch):
+    # Gates of 5 columns (odd), from Split and SplitV (a piece nothing reads, a -1),
+    # batch 1 and odd; with a batch-vector Select (the row loop) for the larger batch.
+    width = 20 if sizes == 4 else sum(s for s in sizes if s != -1) + 5 * (-1 in sizes)
+    rng = np.random.default_rng(11)
+    x_np = rng.standard_normal((batch, width)).astype(dtype)
+    c_np = rng.standard_normal((batch, 5)).astype(dtype)
+    keep_np = rng.random(batch) < 0.5
+
+    def run():
+        with tf.Graph().as_default(), tf.device("/cpu:0"):  # (the pass is the CPU's)
+            x = tf.placeholder(dtype, [None, width])
+            c = tf.placeholder(dtype, [None, 5])
+            keep = tf.placeholder(tf.bool, [None])
+            i, j, f, o, *_rest = tf.split(x * 1.0, sizes, -1)  # (x * 1.0: its own node)
+            new_c = c * tf.sigmoid(f + 1.0) + tf.sigmoid(i) * tf.tanh(j)
+            h = tf.where(keep, tf.tanh(new_c) * tf.sigmoid(o), tf.zeros_like(new_c))
+            with tf.Session() as s:
+                out = s.run([new_c, h], {x: x_np, c: c_np, keep: keep_np})
+                kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+        return out, kinds
+
+    (new_c, h), kinds = run()
+    assert "Split" not in kinds and "SplitV" not in kinds
+    want_c, want_h = _split_cell_np(x_np, c_np, sizes if sizes == 4 else [5, 5, 5, 5, 5])
+    want_h = np.where(keep_np[:, None], want_h, 0.0)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(new_c, want_c, rtol=tol, atol=tol)
+    np.testing.assert_allclose(h, want_h, rtol=tol, atol=tol)
+    assert new_c.dtype == dtype and h.shape == (batch, 5)
+    monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
+    (new_c0, h0), kinds0 = run()
+    assert "Split" in kinds0 or "SplitV" in kinds0
+    assert new_c.tobytes() == new_c0.tobytes() and h.tobytes() == h0.tobytes()
+
+
+def test_splits_that_stay_nodes_of_their_own():
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 16])
+        free = tf.placeholder(tf.float32, [None, None])
+
+        def first_axis():
+            a, b = tf.split(x, 2, 0)
+            return [tf.tanh(a) * 2.0 + b]
+
+        def fetched():
+            i, j, f, o = tf.split(x, 4, 1)
+            return [tf.tanh(i) * tf.sigmoid(j) + f * o, i]
+
+        def two_programs():
+            a, b = tf.split(x, 2, 1)
+            return [tf.tanh(a) * 2.0, tf.sigmoid(b) - 1.0]
+
+        def a_product():
+            i, j, f, o = tf.split(x, 4, 1)
+            return [tf.tanh(i) * 2.0 + j - f, tf.matmul(o, tf.ones([4, 4]))]
+
+        def width_unknown():
+            a, b = tf.split(free, 2, 1)
+            return [tf.tanh(a) * 2.0 + b]
+
+        def dim_fed():
+            a, b = tf.split(x, 2, tf.placeholder_with_default(1, []))
+            return [tf.tanh(a) * 2.0 + b]
+
+        for build in (first_axis, fetched, two_programs, a_product, width_unknown, dim_fed):
+            fetches = build()
+            p = _partition(fetches, [x, free])
+            types = _passes(p)
+            assert "Split" in types, build.__name__
+            assert all(not n.op._attrs.get("columns") for n in _fused_nodes(p)), build.__name__
+
+
+def test_a_split_inside_a_while_loop_stays():
+    # (where values may be dead, the Split keeps its own deadness: not folded)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [6, 16])
+        c0 = tf.placeholder(tf.float32, [6, 4])
+
+        def body(i, c, h):
+            new_c, new_h = _lstm_cell(x * tf.tile(h, [1, 4]), c)
+            return i + 1, new_c, new_h
+
+        _, c, h = tf.while_loop(lambda i, c, h: i < 3, body, [tf.constant(0), c0, c0])
+        p = _partition([h, c], [x, c0])
+        assert "Split" in _passes(p)
+
+
+# -- a BiasAddGrad of a fused node's join (fuse_bias_add_grad) -----------------------------------
+
+
+def test_a_bias_gradient_of_a_join_becomes_the_fused_nodes_last_output():
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.float32, [None, 8])
+        b = tf.placeholder(tf.float32, [None, 8])
+        joined = tf.concat(_three_parts(a, b), 1, name="joined")
+        bias = tf.raw_ops.BiasAddGrad(out_backprop=joined, name="bias_grad")
+        p = _partition([joined, bias], [a, b])
+        types = _passes(p)
+        assert "BiasAddGrad" not in types and "ConcatV2" not in types
+        (fused,) = _fused_nodes(p)
+        attrs = fused.op._attrs
+        assert attrs["bias_grad"] == 1 and attrs["M"] == 2 and attrs["concat"] == [1, 3]
+        k = p.nodes.index(fused)
+        assert p.fetches == [(k, 0), (k, 1)]  # (the bias gradient's fetch follows it)
+
+
+def test_bias_gradients_that_stay_nodes_of_their_own():
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.float32, [None, 8])
+        b = tf.placeholder(tf.float32, [None, 8])
+        free = tf.placeholder(tf.float32, None)
+        cases = {
+            "not a join": lambda: [tf.raw_ops.BiasAddGrad(out_backprop=tf.tanh(a) * b)],
+            "a rank not known": lambda: [
+                tf.raw_ops.BiasAddGrad(out_backprop=tf.concat(_three_parts(free, free), -1))
+            ],
+            "a join of rank 3": lambda: [
+                tf.raw_ops.BiasAddGrad(
+                    out_backprop=tf.concat(_three_parts(a[:, None], b[:, None]), 2)
+                )
+            ],
+        }
+        for why, build in cases.items():
+            p = _partition(build(), [a, b, free])
+            assert "BiasAddGrad" in _passes(p), why
+            assert all(not n.op._attrs.get("bias_grad") for n in _fused_nodes(p)), why
+        # two of one join: the first becomes the fused node's, the other stays a node
+        joined = tf.concat(_three_parts(a, b), 1)
+        twice = [tf.raw_ops.BiasAddGrad(out_backprop=joined) for _ in range(2)]
+        p = _partition(twice, [a, b])
+        assert _passes(p).count("BiasAddGrad") == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 8), (3, 5), (128, 24), (70, 4)])
+def test_a_joins_bias_gradient_against_numpy(dtype, shape, monkeypatch):
+    # batch 1 (the kernel copies the one row: -0.0 stays), odd sizes, joins wider and
+    # narrower than 32 columns a thread (the loop's sums, the kernel's function)
+    rng = np.random.default_rng(12)
+    a_np = rng.standard_normal(shape).astype(dtype)
+    b_np = rng.standard_normal(shape).astype(dtype)
+    a_np.reshape(-1)[:3] = [-0.0, 0.0, -0.0]
+    b_np.reshape(-1)[:3] = [-0.0, -0.0, 0.0]
+
+    def run():
+        with tf.Graph().as_default(), tf.device("/cpu:0"):  # (the pass is the CPU's)
+            a = tf.placeholder(dtype, [None, shape[1]])
+            b = tf.placeholder(dtype, [None, shape[1]])
+            parts = [a * b, a - b, tf.tanh(a) * 2.0, b * 3.0 + a]
+            joined = tf.concat(parts, 1)
+            bias = tf.raw_ops.BiasAddGrad(out_backprop=joined)
+            with tf.Session() as s:
+                out = s.run([joined, bias], {a: a_np, b: b_np})
+                kinds = [op.type for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+        return out, kinds
+
+    (joined, bias), kinds = run()
+    assert "BiasAddGrad" not in kinds
+    want = np.concatenate(
+        [a_np * b_np, a_np - b_np, np.tanh(a_np) * 2.0, b_np * 3.0 + a_np], 1
+    ).astype(np.float64)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(joined, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(bias, want.sum(0), rtol=tol, atol=tol * shape[0])
+    assert bias.dtype == dtype and bias.shape == (4 * shape[1],)
+    monkeypatch.setattr(fused_elementwise, "_BIAS_GRADS", False)
+    (joined0, bias0), kinds0 = run()
+    assert "BiasAddGrad" in kinds0
+    assert joined.tobytes() == joined0.tobytes() and bias.tobytes() == bias0.tobytes()

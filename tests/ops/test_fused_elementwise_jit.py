@@ -567,3 +567,81 @@ def test_a_form_that_failed_to_compile_is_not_asked_again(monkeypatch):
     assert len(asked) == 1
     for g in got:
         np.testing.assert_array_equal(g, (x_np * y_np + 1.0) * x_np - y_np)
+
+
+@pytest.mark.parametrize("rows", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_split_pieces_read_where_they_lie_same_bits(rows, dtype, monkeypatch):
+    # An LSTM cell's gates: pieces of one array along its last axis that one program
+    # reads (fused_elementwise.fuse_split_inputs), four of a SplitV's five (the last
+    # one nothing reads) and a Split's two; with a batch-vector Select the row loop
+    # reads each piece's row in its array, without one the flat loop copies them.
+    # The same bits as the graph with the Splits kept, and as NumPy's programs.
+    from asyncflow.ops import fused_elementwise
+
+    rng = np.random.default_rng(10)
+    n, width = SHAPE
+    big = rng.standard_normal((n, 4 * width + 5)).astype(dtype)
+    pair = rng.standard_normal((n, 2 * width)).astype(dtype)
+    c = _data(rng, dtype)
+    keep = rng.random(n) < 0.6
+
+    def build(big, pair, c, keep):
+        a = af.reshape(big, [n, 4 * width + 5])  # (not element-wise: the Split's array)
+        i, j, f, o, _rest = af.split(a, [width] * 4 + [5], 1)
+        act = af.sigmoid if dtype == np.float32 else (lambda v: af.reciprocal(af.abs(v) + 1.0))
+        tanh = af.tanh if dtype == np.float32 else (lambda v: v / (af.abs(v) + 2.0))
+        new_c = c * act(f + 1.0) + act(i) * tanh(j)
+        h = tanh(new_c) * act(o)
+        if rows:
+            h = af.where(keep, h, af.zeros_like(h))
+            new_c = af.where(keep, new_c, c)
+        g1, g2 = af.split(af.reshape(pair, [n, 2 * width]), 2, -1)
+        return [h, new_c, g1 * g2 - 1.0]
+
+    feeds = [big, pair, c, keep]
+    before = set(fused_elementwise_jit._loops)
+    (want, got), compiled = _run_both(build, feeds, monkeypatch)
+    assert compiled
+    _same_bits(want, got)
+    loops = fused_elementwise_jit._loops
+    sources = [key[0] for key in set(loops) - before if loops[key]]
+    wide = [s for s in sources if f"r * {4 * width + 5} + " in s]
+    assert bool(wide) == rows  # (the row loop reads the gates where they lie)
+    monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
+    (_, kept), _ = _run_both(build, feeds, monkeypatch)
+    _same_bits(got, kept)
+
+
+@pytest.mark.parametrize("rows", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_joins_bias_gradient_summed_by_the_loop_same_bits(rows, dtype, monkeypatch):
+    # An LSTM cell's gate gradients joined, and their BiasAddGrad
+    # (fused_elementwise.fuse_bias_add_grad): the loop adds each row of the join into
+    # the column sums after writing it, TF's order for the join (from zero, a row at a
+    # time): the bits of the BiasAddGrad kernel, nan, inf and signed zeros included;
+    # with a batch-vector Select in the program and without.
+    from asyncflow.ops import fused_elementwise
+
+    rng = np.random.default_rng(13)
+    x, y, dy = _data(rng, dtype), _data(rng, dtype), _data(rng, dtype)
+    keep = rng.random(SHAPE[0]) < 0.6
+
+    def build(x, y, dy, keep):
+        a = af.reshape(x * y, SHAPE)  # (not element-wise: the parts read a and dy)
+        g = af.where(keep, dy, af.zeros_like(dy)) if rows else dy
+        parts = [a * g, (a - g) * 0.5, af.identity(g), af.square(a) * g + 1.0]
+        joined = af.concat(parts, 1)
+        return [joined, af.raw_ops.BiasAddGrad(out_backprop=joined)]
+
+    feeds = [x, y, dy, keep]
+    before = set(fused_elementwise_jit._loops)
+    (want, got), compiled = _run_both(build, feeds, monkeypatch)
+    assert compiled
+    _same_bits(want, got)
+    loops = fused_elementwise_jit._loops
+    sources = [key[0] for key in set(loops) - before if loops[key]]
+    assert any("bsum[j] = bsum[j] + catr[j]" in s for s in sources)
+    monkeypatch.setattr(fused_elementwise, "_BIAS_GRADS", False)
+    (_, kept), _ = _run_both(build, feeds, monkeypatch)
+    _same_bits(got, kept)
