@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import itertools
 import types
 import weakref
@@ -39,6 +40,7 @@ __all__ = [
     "keeps_pass_resource",
     "kernel_resource",
     "note_task",
+    "plain_context",
     "parked_task",
     "parks",
     "PASS_RESOURCE_OPS",
@@ -479,3 +481,14 @@ def wrap_kernel_error(op, exc: BaseException) -> errors.OpError:
         new = errors.UnknownError(None, op, f"{type(exc).__name__}: {exc}{where}")
     new.__cause__ = exc
     return new
+
+
+def plain_context(ctx):
+    """`ctx` for calling a plain kernel from a fused one: it must not take over an
+    input (this node's donation decisions are about its own inputs, not about the
+    plain kernel's operands)."""
+    plain = ctx.kernel_state.get("plain_ctx")
+    if plain is None:
+        plain = ctx.kernel_state["plain_ctx"] = copy.copy(ctx)
+        plain.forward = frozenset()
+    return plain

@@ -14,8 +14,6 @@ Invariants:
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from asyncflow import dispatch as _dispatch
@@ -23,7 +21,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow import ragged_functions as _ragged
 from asyncflow.devices import host_pool
-from asyncflow.kernel_api import NOT_INLINE, template
+from asyncflow.kernel_api import NOT_INLINE, plain_context, template
 from asyncflow.ops import blas
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops import gradient_ops as _g
@@ -700,17 +698,6 @@ def fuse_matmul_relu_grad(view) -> None:
         }
         inputs = [*mm.inputs, node.inputs[1]]
         view.fuse(i, "_FusedMatMulReluGrad", attrs, inputs, absorbed=[j, *passed])
-
-
-def plain_context(ctx):
-    """`ctx` for calling a plain kernel from a fused one: it must not take over an
-    input (this node's donation decisions are about its own inputs, not about the
-    plain kernel's operands)."""
-    plain = ctx.kernel_state.get("plain_ctx")
-    if plain is None:
-        plain = ctx.kernel_state["plain_ctx"] = copy.copy(ctx)
-        plain.forward = frozenset()
-    return plain
 
 
 @MatMul.gradient

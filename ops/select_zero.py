@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncflow import graph
-from asyncflow.ops.matmul_ops import plain_context
+from asyncflow.kernel_api import plain_context
 from asyncflow.ops.slicing_ops import _BITS
 from asyncflow.registry import ANY, NotDifferentiable, get_op_def, register_op
 
