@@ -31,6 +31,14 @@ def _fresh_graph():
         yield g
 
 
+@pytest.fixture
+def _on_cpu(_fresh_graph):
+    """The graph on the CPU: the fused convolution loops are the CPU device's (with a
+    stand-in GPU, ASYNCFLOW_FAKE_GPUS=1, placement would give the ops to GPU:0)."""
+    with ops.device("/cpu:0"):
+        yield
+
+
 def _run(fetches, feed_dict=None):
     with Session() as sess:
         return sess.run(fetches, feed_dict)
@@ -352,6 +360,7 @@ def _run_with_types(fetches, feed_dict):
     return got, types
 
 
+@pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("xs,ws,pad", _FUSED, ids=lambda v: str(v))
@@ -373,6 +382,7 @@ def test_conv2d_bias_relu_fused(xs, ws, pad, compiled, monkeypatch):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 def test_conv2d_bias_relu_fused_gradients():
     from asyncflow.ops import cnn_jit
@@ -437,6 +447,7 @@ def _ref_pool(y, padding):
     return yp.reshape(n, oh, 2, ow, 2, c).max(axis=(2, 4))
 
 
+@pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("xs,ws,pad,pool_pad", _FUSED_POOL, ids=lambda v: str(v))
@@ -464,6 +475,7 @@ def test_conv2d_bias_relu_max_pool_fused(xs, ws, pad, pool_pad, compiled, monkey
     np.testing.assert_array_equal(got_p, _ref_pool(got_y.astype(np.float64), pool_pad))
 
 
+@pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 def test_conv2d_bias_relu_max_pool_fused_gradients():
     from asyncflow.ops import cnn_jit
@@ -502,6 +514,7 @@ def test_conv2d_bias_relu_max_pool_fused_gradients():
     np.testing.assert_allclose(gwv, ref, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("compiled", [True, False])
 def test_pool_gradient_from_the_fused_layers_code_is_max_pool_grads(compiled, monkeypatch):
