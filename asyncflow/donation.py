@@ -106,6 +106,8 @@ _RETAINS: set[str] = {
     "Conv2D",
     "Conv2DBackpropInput",
     "Conv2DBackpropFilter",
+    "_FusedConv2DBiasAddRelu",  # (ops/nn_ops.py: Conv2D's kernel or the spectral path)
+    "_FusedConv2DBiasAddReluMaxPool",
 }
 # Stateful op types whose outputs are nevertheless new arrays on every run.
 _FRESH: set[str] = {

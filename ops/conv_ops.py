@@ -678,12 +678,13 @@ def _real_values(xp, y2, l1: int, l2: int, p: int, q: int, off=(0, 0), step=(1, 
     return out.reshape(q, p, b, o)
 
 
-def _real_images(xp, y2, l1: int, l2: int, p: int, q: int, off, fmt: str, out_dtype):
+def _real_images(xp, y2, l1: int, l2: int, p: int, q: int, off, fmt: str, out_dtype, then=None):
     """Real values at grid points (off[0] + i, off[1] + j), i < P, j < Q, of a batch
     y2 [F2, 2, L1, B, O] (`_products`) as a new array [B, P, Q, O] in `fmt` (and
     out_dtype): per f2 the complex inverse over H is one real block GEMM (K = 2 L1), then
     the real inverse over W one GEMM (K = 2 F2); a block of images at a time
-    (`_BLOCK_BYTES`), each block copied straight into the result."""
+    (`_BLOCK_BYTES`), each block copied straight into the result, then `then(res, s, e)`
+    (if given) on the block's images [s, e) while they are in cache."""
     f2, _, _, b, o = y2.shape
     dt = y2.dtype
     gh = xp.asarray(_dft_complex_inverse(l1, p, off[0], dt))  # [2, P, 2, L1]
@@ -699,6 +700,8 @@ def _real_images(xp, y2, l1: int, l2: int, p: int, q: int, off, fmt: str, out_dt
         out = _work(xp, "real.out", (q, p, nb, o), dt)
         xp.matmul(m, z.reshape(2 * f2, -1), out=out.reshape(q, -1))
         xp.copyto(res[s:e], out.transpose(perm), casting="unsafe")
+        if then is not None:
+            then(res, s, e)
 
     _each_part(xp, _parts(xp, b, 2 * f2 * p * o * dt.itemsize), block)
     return res
@@ -1026,6 +1029,75 @@ def _conv2d_forward_one(xp, g: _Geom, x, w, fmt, out_dtype):
 
     _each_part(xp, g.batch_parts(xp, np.dtype(ct).itemsize), block)
     return from_nhwc(xp, out.reshape(g.out_nhwc()), fmt).astype(out_dtype, copy=False)
+
+
+# -- the spectral forward with its bias and ReLU (and a 2x2 pool) -------------------------
+#
+# nn_ops' _FusedConv2DBiasAddRelu(MaxPool) of a convolution that goes spectral (LeNet's
+# second layer, [64,14,14,32] * [5,5,32,64] SAME): the inverse transform writes each block
+# of images into the result, and while the block is in cache cnn_jit's loops add the bias
+# and apply the ReLU in place, then pool it with each window's first-maximum code.  Where
+# Conv2D, _FusedBiasAddRelu and MaxPool each read the whole activation again (in the
+# step 4.9 + 0.37 + 0.33 ms), and the backward's MaxPoolGrad + ReluGrad read it once more
+# to find the maxima (0.72 ms) where the code is spread (`spread_relu_by_code`).  Every
+# value is what those kernels compute (the same float32 operations in the same order).
+
+
+def spectral_suits(g: _Geom) -> bool:
+    """Whether a convolution of g's geometry goes spectral at any batch big enough
+    (`_use_fft`'s ratio; the batch cancels out of it)."""
+    if not (g.sh == g.sw == 1 and g.kh * g.kw > 1 and g.groups == 1):
+        return False
+    if min(g.h, g.w, g.c, g.oc, g.oh, g.ow) < 1:
+        return False
+    l1, l2 = _fft_grid(g)
+    direct = g.oh * g.ow * g.kh * g.kw * g.c * g.oc
+    return _fft_macs(1, g.c, g.oc, g.h, g.w, l1, l2, g.oh, g.ow) < _FFT_MAX_RATIO * direct
+
+
+def spectral_bias_relu_geom(attrs, x, w, bias, pool: bool):
+    """The geometry where `spectral_bias_relu` takes this NHWC convolution on the host
+    now (the spectral path, one float dtype, cnn_jit's loops compiled; with `pool` even
+    output sizes), else None."""
+    if attrs["data_format"] != "NHWC" or x.ndim != 4 or w.ndim != 4 or bias.ndim != 1:
+        return None
+    dt = x.dtype
+    if dt not in (np.float32, np.float64) or not (w.dtype == bias.dtype == dt):
+        return None
+    if attrs["T"].np_dtype != dt or x.shape[3] != w.shape[2] or bias.shape[0] != w.shape[3]:
+        return None
+    if 0 in x.shape or 0 in w.shape:
+        return None
+    g = _Geom(attrs, x.shape, w.shape)
+    if 0 in g.out_nhwc() or (pool and (g.oh % 2 or g.ow % 2)) or not _use_fft(g, g.c, g.oc):
+        return None
+    return g if cnn_jit.loops() is not None else None
+
+
+def spectral_bias_relu(g: _Geom, x, w, bias, pool: bool):
+    """max(conv2d(x, w) + bias, 0) for NHWC x on the spectral path (`_use_fft`), the bias
+    and ReLU applied by cnn_jit's loop to each block of images as the inverse transform
+    writes it; with `pool`, (the 2x2 stride-2 max pooling, the activation, each window's
+    first-maximum code) as nn_ops' _FusedConv2DBiasAddReluMaxPool returns them."""
+    jit = cnn_jit.loops()
+    dt = x.dtype
+    bias = np.require(bias, requirements=("C", "W"))  # (numba types read-only arrays apart)
+    shape = (g.n, g.oh // 2, g.ow // 2, g.oc) if pool else (0, 1, 1, 1)
+    pooled, code = np.empty(shape, dt), np.empty(shape, np.uint8)
+
+    def then(res, s: int, e: int) -> None:
+        act = res[s:e]
+        jit["_add_relu_inplace"](act.reshape(-1, g.oc), bias)
+        if pool:
+            x6 = act.reshape(e - s, g.oh // 2, 2, g.ow // 2, 2, g.oc)
+            jit["_pool_2x2"](x6, pooled[s:e])
+            jit["_first_max_2x2"](x6, pooled[s:e], code[s:e])
+
+    l1, l2 = _fft_grid(g)
+    x2 = _spectrum_of(np, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
+    y2 = _products(np, x2, _filter_matrices(np, w, l1, l2, g.dh, g.dw), l1)
+    y = _real_images(np, y2, l1, l2, g.oh, g.ow, (0, 0), "NHWC", dt, then)
+    return (pooled, y, code) if pool else y
 
 
 @Conv2D.kernel()

@@ -1073,6 +1073,10 @@ def fuse_bias_add_relu(view) -> None:
 # whether it takes the MaxPool in.
 _FUSE_CONV = True
 _FUSE_CONV_POOL = True
+# Whether the pass also takes a convolution of more input channels that goes spectral
+# (conv_ops.spectral_suits: LeNet's second layer), whose kernel applies the bias and ReLU
+# (and the pool) to each block of the inverse transform's output (`_spectral_run`).
+_FUSE_SPECTRAL = True
 
 FusedConv2DBiasAddRelu = register_op(
     "_FusedConv2DBiasAddRelu",
@@ -1158,6 +1162,21 @@ def _conv_bias_relu(fn, g, x, w, bias, pool: bool = False):
     return (pooled, out, code) if pool else out
 
 
+async def _spectral_run(ctx, x, w, bias, pool: bool):
+    """conv_ops' spectral convolution with the bias, ReLU (and pool) applied to its
+    blocks (`conv_ops.spectral_bias_relu`), or None where it does not take them."""
+    if ctx.xp is not np or not _FUSE_SPECTRAL:
+        return None
+    g = conv_ops.spectral_bias_relu_geom(ctx.attrs, x, w, bias, pool)
+    if g is None:
+        return None
+    ctx.device.check_alloc(g.n * g.oh * g.ow * g.kh * g.kw * g.c, ctx.attrs["T"])
+    cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
+    token = conv_ops._step_token()  # (the spectrum of x is remembered for the gradient)
+    fn = conv_ops.spectral_bias_relu
+    return await ctx.compute(conv_ops._in_step, token, fn, g, x, w, bias, pool, cost=cost)
+
+
 async def _conv_bias_relu_run(ctx, x, w, bias, loop: bool = True):
     x, w, bias = np.asarray(x), np.asarray(w), np.asarray(bias)
     direct = _direct_conv_loop(ctx, x, w, bias) if loop else None
@@ -1165,6 +1184,9 @@ async def _conv_bias_relu_run(ctx, x, w, bias, loop: bool = True):
         fn, g = direct
         cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
         return await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, cost=cost)
+    y = await _spectral_run(ctx, x, w, bias, False)
+    if y is not None:
+        return y
     y = await conv_ops._conv2d(ctx, x, w)
     return await _bias_add_impl(_OwnValue(ctx), y, bias, True)
 
@@ -1182,6 +1204,9 @@ async def _fused_conv2d_bias_add_relu_max_pool(ctx, x, w, bias):
         fn, g = direct
         cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
         return list(await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, True, cost=cost))
+    out = await _spectral_run(ctx, x, w, bias, True)
+    if out is not None:
+        return list(out)
     # (not the loop without the pool: a second specialisation would compile meanwhile)
     y = await _conv_bias_relu_run(ctx, x, w, bias, loop=False)
     n, h, wd, _ = y.shape
@@ -1281,7 +1306,26 @@ def _direct_conv_attrs(op) -> bool:
     dims = op.inputs[1].shape
     if dims.ndims != 4 or dims[2].value is None:
         return False
-    return 0 < dims[2].value <= cnn_jit.CONV_MAX_C
+    if 0 < dims[2].value <= cnn_jit.CONV_MAX_C:
+        return True
+    return _FUSE_SPECTRAL and _spectral_attrs(op)
+
+
+def _spectral_attrs(op) -> bool:
+    """Whether Conv2D `op` (float32 NHWC, stride and dilation 1) goes spectral by its
+    static sizes (the batch aside: it cancels out of the choice)."""
+    x, w = op.inputs[0].shape, op.inputs[1].shape
+    if x.ndims != 4 or w.ndims != 4:
+        return False
+    sizes = [x[1].value, x[2].value, x[3].value, *(d.value for d in w)]
+    if any(d is None or d < 1 for d in sizes) or sizes[2] != sizes[5]:
+        return False
+    attrs = {k: op._attr(k) for k in conv_ops._CONV_ATTRS}
+    try:
+        g = conv_ops._Geom(attrs, [1, *sizes[:3]], sizes[3:])
+    except errors.OpError:
+        return False
+    return conv_ops.spectral_suits(g)
 
 
 # -- graph pass: MaxPoolGrad -> ReluGrad of the pooled activation --------------------------

@@ -545,3 +545,117 @@ def test_pool_gradient_from_the_fused_layers_code_is_max_pool_grads(compiled, mo
         assert ("_FusedMaxPoolGradReluGradOfArgmax" in types) == argmax
     for a, b in zip(got[True], got[False]):
         np.testing.assert_array_equal(a, b)
+
+
+# -- Conv2D -> BiasAdd -> Relu (-> MaxPool) on the spectral path: the bias, ReLU and pool
+# applied to each block of the inverse transform's output (conv_ops.spectral_bias_relu)
+
+# x shape, filter shape, conv padding, pool padding: batch 1 with odd outputs (the pool
+# left to MaxPool), even outputs pooled in the kernel (SAME; VALID with an even filter)
+_SPECTRAL = [
+    ((1, 9, 7, 6), (3, 4, 6, 5), "SAME", "VALID"),
+    ((2, 8, 6, 5), (3, 3, 5, 7), "SAME", "SAME"),
+    ((3, 10, 9, 8), (3, 2, 8, 4), "VALID", "VALID"),
+]
+
+
+def _spectral_layer(xs, ws, pad, pool_pad):
+    x, w, b, y = _conv_bias_relu_graph(xs, ws, pad)
+    pooled = af.nn.max_pool(y, [1, 2, 2, 1], [1, 2, 2, 1], pool_pad)
+    graph_ops = ops.get_default_graph().get_operations()
+    (wt,) = [op.inputs[1] for op in graph_ops if op.type == "Conv2D"]
+    (bt,) = [op.inputs[1] for op in graph_ops if op.type == "BiasAdd"]
+    return x, w, b, y, pooled, wt, bt
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("xs,ws,pad,pool_pad", _SPECTRAL, ids=lambda v: str(v))
+def test_conv2d_bias_relu_spectral_fused(xs, ws, pad, pool_pad, compiled, monkeypatch):
+    from asyncflow.ops import cnn_jit, nn_ops
+
+    if compiled and not cnn_jit.warm():
+        pytest.skip("numba is not installed")
+    if not compiled:  # the loops not compiled (yet): Conv2D's, BiasAdd's, MaxPool's kernels
+        monkeypatch.setattr(cnn_jit, "loops", lambda: None)
+    monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
+    monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
+    calls = []
+    spectral = conv_ops.spectral_bias_relu
+    monkeypatch.setattr(
+        conv_ops, "spectral_bias_relu", lambda *a: calls.append(a[-1]) or spectral(*a)
+    )
+    x, w, b, y, pooled, wt, bt = _spectral_layer(xs, ws, pad, pool_pad)
+    dys = (xs[0], *pooled.shape.as_list()[1:])
+    dy = af.constant(_RNG.standard_normal(dys).astype(np.float32))
+    grads = af.gradients(pooled, [wt, bt, x], grad_ys=dy)
+    xv = _RNG.uniform(-1, 1, xs).astype(np.float32)
+    # (no NaN: the spectral path's transforms spread one over its image's outputs)
+    if xs[0] > 1:
+        xv[1] = 0.25  # constant image: ties inside windows
+    fetches = [pooled, y, *grads]
+    got, types = _run_with_types(fetches, {x: xv})
+    even = not (y.shape.as_list()[1] % 2 or y.shape.as_list()[2] % 2)
+    fused = "_FusedConv2DBiasAddReluMaxPool" if even else "_FusedConv2DBiasAddRelu"
+    assert fused in types and "Conv2D" not in types
+    assert calls == ([even] if compiled else [])
+    ref = np.maximum(_ref_conv(xv.astype(np.float64), w, (1, 1), pad, (1, 1)) + b, 0)
+    assert got[1].dtype == np.float32
+    np.testing.assert_allclose(got[1], ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[0], _ref_pool(ref, pool_pad), rtol=1e-5, atol=1e-5)
+    # every value, the gradients' included, is the unfused layers' (Conv2D on the same
+    # spectral path, BiasAdd + Relu, MaxPool, MaxPoolGrad + ReluGrad), bit for bit
+    monkeypatch.setattr(nn_ops, "_FUSE_SPECTRAL", False)
+    want, types = _run_with_types(fetches, {x: xv})
+    assert "Conv2D" in types and fused not in types
+    for a, e in zip(got, want):
+        np.testing.assert_array_equal(a, e)
+
+
+@pytest.mark.timeout(120)
+def test_conv2d_bias_relu_spectral_fused_gradients(monkeypatch):
+    from asyncflow.ops import cnn_jit
+
+    if not cnn_jit.warm():
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
+    monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
+    xs, ws, pad, pool_pad = _SPECTRAL[1]
+    x, w, b, y, pooled, wt, bt = _spectral_layer(xs, ws, pad, pool_pad)
+    gw, gb = af.gradients(af.reduce_sum(pooled * pooled), [wt, bt])
+    xv = _RNG.uniform(-1, 1, (3, *xs[1:])).astype(np.float32)
+    (gwv, gbv), types = _run_with_types([gw, gb], {x: xv})
+    assert "_FusedConv2DBiasAddReluMaxPool" in types
+    assert "_FusedMaxPoolGradReluGradOfArgmax" in types
+    x64 = xv.astype(np.float64)
+    act = np.maximum(_ref_conv(x64, w, (1, 1), pad, (1, 1)) + b, 0)
+    n, h, wd, oc = act.shape
+    win = act.reshape(n, h // 2, 2, wd // 2, 2, oc).transpose(0, 1, 3, 5, 2, 4)
+    win = win.reshape(n, h // 2, wd // 2, oc, 4)
+    first = np.argmax(win, axis=-1)  # the gradient goes to each window's first maximum
+    dwin = np.zeros_like(win)
+    np.put_along_axis(dwin, first[..., None], 2 * win.max(axis=-1)[..., None], axis=-1)
+    dact = dwin.reshape(n, h // 2, wd // 2, oc, 2, 2).transpose(0, 1, 4, 2, 5, 3)
+    dpre = dact.reshape(act.shape) * (act > 0)
+    np.testing.assert_allclose(gbv, dpre.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-5)
+    kh, kw, c, _ = ws
+    xp = np.zeros((3, xs[1] + kh, xs[2] + kw, c))
+    ph, pw = (kh - 1) // 2, (kw - 1) // 2
+    xp[:, ph : ph + xs[1], pw : pw + xs[2]] = x64
+    ref = np.zeros(ws)
+    for i in range(kh):
+        for j in range(kw):
+            ref[i, j] = np.einsum("nhwc,nhwk->ck", xp[:, i : i + h, j : j + wd], dpre)
+    np.testing.assert_allclose(gwv, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_spectral_choice_of_the_pass_needs_static_sizes():
+    from asyncflow.ops import nn_ops
+
+    # LeNet's second layer goes spectral whatever the batch; its first does not
+    for xs, ws, want in (((None, 14, 14, 32), (5, 5, 32, 64), True),
+                         ((None, 28, 28, 1), (5, 5, 1, 32), False),
+                         ((None, None, 14, 32), (5, 5, 32, 64), False)):  # fmt: skip
+        x = af.placeholder(af.float32, xs)
+        y = conv_ops.conv2d(x, af.zeros(ws), [1, 1, 1, 1], "SAME")
+        assert nn_ops._spectral_attrs(y.op) == want
