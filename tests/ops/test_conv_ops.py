@@ -568,6 +568,7 @@ def _spectral_layer(xs, ws, pad, pool_pad):
     return x, w, b, y, pooled, wt, bt
 
 
+@pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("xs,ws,pad,pool_pad", _SPECTRAL, ids=lambda v: str(v))
@@ -612,6 +613,7 @@ def test_conv2d_bias_relu_spectral_fused(xs, ws, pad, pool_pad, compiled, monkey
         np.testing.assert_array_equal(a, e)
 
 
+@pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 def test_conv2d_bias_relu_spectral_fused_gradients(monkeypatch):
     from asyncflow.ops import cnn_jit
