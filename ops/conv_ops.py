@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import threading
 import warnings
 
@@ -471,8 +472,32 @@ def _fft_macs(n, c, oc, ha, wa, l1, l2, p, q) -> int:
     return fwd + inv + 4 * f2 * l1 * n * c * oc
 
 
+# False: operands are not checked (A/B: what the check costs a step).
+_CHECK_FINITE = True
+
+
+class _NonFinite(Exception):
+    """An operand of the spectral path holds a NaN or an infinity (`_finite`)."""
+
+
+def _finite(a) -> bool:
+    """Whether every value of filter `a` is finite: its least and greatest (a NaN
+    propagates into both, an infinity is one of them).  The spectral path mixes every
+    value of an image, and every tap of a filter, into all its frequencies: one NaN or
+    infinity would reach every output of its image (an infinity as NaN), where TF's
+    direct convolution reaches only the outputs whose windows hold it.  So the spectral
+    callers take the direct path for a non-finite operand: the filter checked here, a
+    batch of images by its spectrum's zero frequency (`_spectrum_of`).  A device array
+    is taken as finite: reading its extremes would block the calling thread on the
+    GPU's stream, so a GPU's spectral path still spreads a NaN over its image (left)."""
+    if type(a) is not np.ndarray or not _CHECK_FINITE:
+        return True
+    return math.isfinite(float(a.min())) and math.isfinite(float(a.max()))
+
+
 def _use_fft(g: _Geom, c: int, oc: int) -> bool:
-    """Whether a stride-1 correlation of g's geometry with c -> oc channels goes spectral."""
+    """Whether a stride-1 correlation of g's geometry with c -> oc channels goes spectral
+    (by its sizes; the caller checks its operands are finite: `_finite`)."""
     if not (g.sh == g.sw == 1 and g.kh * g.kw > 1 and min(g.n, g.oh, g.ow, c, oc) > 0):
         return False
     direct = g.n * g.oh * g.ow * g.kh * g.kw * c * oc
@@ -793,14 +818,20 @@ def _step_token():
 
 
 def _spectrum_of(xp, role: str, a, l1: int, l2: int, off=(0, 0), step=(1, 1)):
-    """`_spectrum` of `a`, remembered per role (`_memo`)."""
-    return _memo(
-        xp,
-        role,
-        a,
-        (l1, l2, off, step),
-        lambda: _spectrum(xp, a, l1, l2, *off, *step, tag="memo." + role),
-    )
+    """`_spectrum` of `a`, remembered per role (`_memo`); _NonFinite where `a` holds a
+    NaN or an infinity."""
+
+    def make():
+        spec = _spectrum(xp, a, l1, l2, *off, *step, tag="memo." + role)
+        # Row 0 is each image's and channel's zero frequency: the sum of its values
+        # (times cos 0 = 1) and that sum times sin 0 = 0, both finite exactly where
+        # every value is (barring a sum that overflows: the direct path then too).
+        # ~1 us, where the values' least and greatest took 116-277 us in the step.
+        if xp is np and _CHECK_FINITE and not np.isfinite(spec[0]).all():
+            raise _NonFinite  # (not remembered: each caller takes the direct path)
+        return spec
+
+    return _memo(xp, role, a, (l1, l2, off, step), make)
 
 
 @functools.lru_cache(maxsize=16)
@@ -1003,12 +1034,16 @@ def _conv2d_forward_one(xp, g: _Geom, x, w, fmt, out_dtype):
     ct = compute_dtype(x.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
     w = w.astype(ct, copy=False)
-    if _use_fft(g, g.c, g.oc):
+    if _use_fft(g, g.c, g.oc) and _finite(w):
         # y = x (placed at the padding offsets) correlated with w: X conj(W) per frequency
         l1, l2 = _fft_grid(g)
-        x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
-        y2 = _products(xp, x2, _filter_matrices(xp, w, l1, l2, g.dh, g.dw), l1)
-        return _real_images(xp, y2, l1, l2, g.oh, g.ow, (0, 0), fmt, out_dtype)
+        try:
+            x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
+        except _NonFinite:
+            x2 = None  # (the direct path below)
+        if x2 is not None:
+            y2 = _products(xp, x2, _filter_matrices(xp, w, l1, l2, g.dh, g.dw), l1)
+            return _real_images(xp, y2, l1, l2, g.oh, g.ow, (0, 0), fmt, out_dtype)
     if _use_rows(g, g.c, g.oc):
         out = _rows_conv(xp, pad_spatial(xp, x, *g.pad), w, g.oh, g.ow, g.sw, g.dh, g.dw)
         return _from_hnwc(xp, out, fmt, out_dtype)
@@ -1071,6 +1106,8 @@ def spectral_bias_relu_geom(attrs, x, w, bias, pool: bool):
     g = _Geom(attrs, x.shape, w.shape)
     if 0 in g.out_nhwc() or (pool and (g.oh % 2 or g.ow % 2)) or not _use_fft(g, g.c, g.oc):
         return None
+    if not _finite(w):
+        return None  # (the layers' own kernels then: the direct path)
     return g if cnn_jit.loops() is not None else None
 
 
@@ -1094,7 +1131,10 @@ def spectral_bias_relu(g: _Geom, x, w, bias, pool: bool):
             jit["_first_max_2x2"](x6, pooled[s:e], code[s:e])
 
     l1, l2 = _fft_grid(g)
-    x2 = _spectrum_of(np, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
+    try:
+        x2 = _spectrum_of(np, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
+    except _NonFinite:
+        return None  # (a NaN or an infinity in x: the layers' own kernels, direct)
     y2 = _products(np, x2, _filter_matrices(np, w, l1, l2, g.dh, g.dw), l1)
     y = _real_images(np, y2, l1, l2, g.oh, g.ow, (0, 0), "NHWC", dt, then)
     return (pooled, y, code) if pool else y
@@ -1159,11 +1199,16 @@ def _check_out_backprop(g: _Geom, dy_nhwc, what="out_backprop") -> None:
 def _conv2d_backprop_input_one(xp, g: _Geom, w, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
-    if _use_fft(g, g.oc, g.c):
+    d2 = None
+    if _use_fft(g, g.oc, g.c) and _finite(w):
+        l1, l2 = _fft_grid(g)
+        try:
+            d2 = _spectrum_of(xp, "dy", dy, l1, l2)
+        except _NonFinite:
+            pass  # (the direct path below)
+    if d2 is not None:
         # the padded input's gradient is dy convolved with w (DY W per frequency, the
         # filter's spectrum as the forward pass made it); dx is read at the offsets
-        l1, l2 = _fft_grid(g)
-        d2 = _spectrum_of(xp, "dy", dy, l1, l2)
         m2 = _filter_matrices(xp, w.astype(ct, copy=False), l1, l2, g.dh, g.dw, grad=True)
         y2 = _products(xp, d2, m2, l1)
         off = (g.pad[0], g.pad[2])
@@ -1230,13 +1275,21 @@ Conv2DBackpropFilter = register_op(
 def _conv2d_backprop_filter_one(xp, g: _Geom, x, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
+    spectra = None
     if _use_fft(g, g.c, g.oc):
-        # dw[i, j] = sum over n, p, q of xpad[n, p + i*dh, q + j*dw] dy[n, p, q]: on the
-        # padded grid, X(f)^T conj(DY(f)) per frequency, read back at the filter's lags
         dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
         l1, l2 = _fft_grid(g)
-        x2 = _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2]))
-        d2 = _spectrum_of(xp, "dy", dy, l1, l2)  # [F, N, 2 OC]
+        try:
+            spectra = (
+                _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2])),
+                _spectrum_of(xp, "dy", dy, l1, l2),  # [F, N, 2 OC]
+            )
+        except _NonFinite:
+            pass  # (the direct path below)
+    if spectra is not None:
+        # dw[i, j] = sum over n, p, q of xpad[n, p + i*dh, q + j*dw] dy[n, p, q]: on the
+        # padded grid, X(f)^T conj(DY(f)) per frequency, read back at the filter's lags
+        x2, d2 = spectra
         y2 = _cross_products(xp, x2, d2)  # [2, F, C, OC]
         dw = _real_values(xp, y2, l1, l2, g.kh, g.kw, step=(g.dh, g.dw))
         res = xp.empty((g.kh, g.kw, g.c, g.oc), dtype=out_dtype)

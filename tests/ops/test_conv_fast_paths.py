@@ -441,3 +441,51 @@ def test_transposed_columns_compiled_and_copied_alike(
         ]
     ).reshape(-1, n * g.oh * g.ow)
     np.testing.assert_array_equal(compiled, want)
+
+
+def _same_values(got, ref, tol=1e-4):
+    """NaN where ref has NaN, the same infinities, the finite values close."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    np.testing.assert_array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_value_reaches_only_its_windows_outputs(bad, monkeypatch):
+    """TF's direct convolution: a NaN or an infinity in x (or dy) reaches only the
+    outputs (gradients) whose windows hold it, an infinity as an infinity.  The spectral
+    path would mix it into every frequency of its image (NaN over all of it), so a
+    non-finite operand takes the direct path; finite ones stay spectral.  (On the CPU:
+    a GPU's spectral path is left spreading it, see conv_ops._finite.)"""
+    monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
+    monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
+    spectra = []
+    real = conv_ops._spectrum_of
+    monkeypatch.setattr(
+        conv_ops, "_spectrum_of", lambda *a, **k: spectra.append(1) or real(*a, **k)
+    )
+    xv = _RNG.uniform(-1, 1, (2, 9, 8, 3))
+    wv = _RNG.uniform(-1, 1, (3, 3, 3, 4))
+    dyv = _RNG.uniform(-1, 1, (2, 9, 8, 4))
+    with ops.device("/cpu:0"):
+        x = af.placeholder(af.float32, xv.shape)
+        dy = af.placeholder(af.float32, dyv.shape)
+        w = af.constant(wv.astype(np.float32))
+        y = conv_ops.conv2d(x, w, 1, "SAME")
+        dx = conv_ops.conv2d_backprop_input(list(xv.shape), w, dy, [1, 1, 1, 1], "SAME")
+        dw = conv_ops.conv2d_backprop_filter(x, list(wv.shape), dy, [1, 1, 1, 1], "SAME")
+    x_bad, dy_bad = xv.copy(), dyv.copy()
+    x_bad[0, 4, 3, 1] = bad
+    dy_bad[1, 2, 5, 0] = bad
+    with Session() as sess:
+        for xs, dys, spectral in ((xv, dyv, True), (x_bad, dyv, False), (xv, dy_bad, False)):
+            spectra.clear()
+            got = sess.run([y, dx, dw], {x: xs.astype(np.float32), dy: dys.astype(np.float32)})
+            ref = _reference(xs, wv, dys, (1, 1), "SAME", (1, 1))
+            for g, r in zip(got, ref):
+                _same_values(g, r)
+            if spectral:
+                assert spectra  # (the finite run is the spectral path's)
+    assert not np.isfinite(ref[1]).all() and np.isfinite(ref[1][0]).all()  # (dx: image 1 only)
