@@ -1129,9 +1129,12 @@ def test_splits_that_stay_nodes_of_their_own():
             assert all(not n.op._attrs.get("columns") for n in _fused_nodes(p)), build.__name__
 
 
-def test_a_split_inside_a_while_loop_becomes_part_of_its_program():
+def test_a_split_inside_a_while_loop_becomes_part_of_its_program(monkeypatch):
     # (its Const waits for the loop's pivot, as the program does: dead together)
-    with tf.Graph().as_default():
+    x_np = RNG.standard_normal((6, 16)).astype(np.float32)
+    c_np = RNG.standard_normal((6, 4)).astype(np.float32)
+
+    def build():
         x = tf.placeholder(tf.float32, [6, 16])
         c0 = tf.placeholder(tf.float32, [6, 4])
 
@@ -1140,9 +1143,31 @@ def test_a_split_inside_a_while_loop_becomes_part_of_its_program():
             return i + 1, new_c, new_h
 
         _, c, h = tf.while_loop(lambda i, c, h: i < 3, body, [tf.constant(0), c0, c0])
-        p = _partition([h, c], [x, c0])
+        return x, c0, [h, c]
+
+    with tf.Graph().as_default():
+        x, c0, fetches = build()
+        p = _partition(fetches, [x, c0])
         assert "Split" not in _passes(p)
         assert any(n.op._attrs.get("columns") for n in _fused_nodes(p))
+
+    def run():
+        with tf.Graph().as_default(), tf.device("/cpu:0"):
+            x, c0, fetches = build()
+            with tf.Session() as s:
+                return s.run(fetches, {x: x_np, c0: c_np}), _folds(_plan_ops(s))
+
+    got, folds = run()
+    monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
+    kept, kept_folds = run()
+    assert "split" in folds and "split" not in kept_folds
+    c, h = c_np.astype(np.float64), c_np.astype(np.float64)
+    for _ in range(3):
+        c, h = _np_lstm_cell(x_np * np.tile(h, [1, 4]), c)
+    np.testing.assert_allclose(got[0], h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], c, rtol=1e-5, atol=1e-6)
+    for v, v0 in zip(got, kept):
+        assert v.tobytes() == v0.tobytes()
 
 
 # -- a BiasAddGrad of a fused node's join (fuse_bias_add_grad) -----------------------------------
@@ -1310,8 +1335,9 @@ def test_the_folds_inside_a_while_loop_keep_the_bits(fold, dtype, batch, monkeyp
     (out, folds), (off, off_folds) = _with_and_without(
         fold, lambda: _while_lstm(dtype, batch, feeds), monkeypatch
     )
-    if dtype == np.float32:  # (every fold applies: the loop's and its gradient's)
-        assert folds == set(_FOLDS) and off_folds == set(_FOLDS) - {fold}
+    # (every fold applies: the loop's and its gradient's; the Split stays for the loop's
+    # push of gate f, whose shape the gradient reads, and the program reads the array)
+    assert folds == set(_FOLDS) and off_folds == set(_FOLDS) - {fold}
     want_c, want_h = _np_while_lstm(*feeds)
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out[0], want_c, rtol=tol, atol=tol)
