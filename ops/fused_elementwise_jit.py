@@ -380,6 +380,10 @@ _SUMS = True  # False: a join's column sums after the loop, not inside it (A/B)
 # row in its whole array (a dynamic_rnn's forward cell: four [128,128] gates of the
 # [128,512] product, else copied first).  False: the flat loop, the pieces copied (A/B).
 _WIDE_ROWS = True
+# ... from this many columns: a narrower row's loop of its own costs more than the copies
+# (an LSTM cell's program, us a call, row loop / flat: [128,128] 75 / 83, [4096,16] 231 /
+# 334, [16384,8] 464 / 750, [4096,4] 315 / 137).
+_WIDE_MIN_COLS = 8
 _NO_LOOP = object()  # (a form whose compile failed, or whose inline function's check did)
 _lock = threading.Lock()
 _loops: dict[tuple, object] = {}  # (source, dtype) -> compiled loop, or None: it failed
@@ -622,7 +626,7 @@ def _compiled(program, sched, inline: frozenset):
             joined = (*shape[:axis], shape[axis] * count, *shape[axis + 1 :])
     by_row = bool(count or by_rows)
     if not by_row and _WIDE_ROWS and len(shape) == 2 and getattr(program, "columns", ()):
-        by_row = True  # (a flat loop would copy each Split piece first: see `_WIDE_ROWS`)
+        by_row = shape[1] >= _WIDE_MIN_COLS  # (else the flat loop copies each piece first)
     # Split pieces (`program.columns`) a row loop of rank-2 values reads in their whole
     # arrays; elsewhere (a flat loop: its vectorized form) each is copied first.
     wide = {}

@@ -612,6 +612,7 @@ def test_split_pieces_read_where_they_lie_same_bits(rows, dtype, wide_rows, monk
     sources = [key[0] for key in set(loops) - before if loops[key]]
     wide = [s for s in sources if f"r * {4 * width + extra} + " in s]
     assert bool(wide) == (rows or wide_rows)  # (the row loop reads the gates where they lie)
+    assert width >= fused_elementwise_jit._WIDE_MIN_COLS
     monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
     (_, kept), _ = _run_both(build, feeds, monkeypatch)
     _same_bits(got, kept)
@@ -648,4 +649,29 @@ def test_a_joins_bias_gradient_summed_by_the_loop_same_bits(rows, dtype, monkeyp
     assert any("bsum[j] = bsum[j] + catr[j]" in s for s in sources)
     monkeypatch.setattr(fused_elementwise, "_BIAS_GRADS", False)
     (_, kept), _ = _run_both(build, feeds, monkeypatch)
+    _same_bits(got, kept)
+
+
+def test_narrow_split_pieces_are_copied_for_the_flat_loop_same_bits(monkeypatch):
+    # Gates of 4 columns (under _WIDE_MIN_COLS): a row's loop of its own would cost more
+    # than the copies, so the flat loop runs; the same bits as the Split kept.
+    from asyncflow.ops import fused_elementwise
+
+    rng = np.random.default_rng(13)
+    n, width = 2048, 4  # (8,192 elements: past the compiling threshold)
+    big = rng.standard_normal((n, 4 * width + 3)).astype(np.float32)
+    c = rng.standard_normal((n, width)).astype(np.float32)
+
+    def build(big, c):
+        a = af.reshape(big, [n, 4 * width + 3])
+        i, j, f, o, _rest = af.split(a, [width] * 4 + [3], 1)
+        new_c = c * af.sigmoid(f + 1.0) + af.sigmoid(i) * af.tanh(j)
+        return [af.tanh(new_c) * af.sigmoid(o), new_c]
+
+    (want, got), compiled = _run_both(build, [big, c], monkeypatch)
+    assert compiled  # (the flat loop: no loop of rows of this width was compiled)
+    _same_bits(want, got)
+    assert not [key for key in fused_elementwise_jit._loops if f"r * {4 * width + 3} + " in key[0]]
+    monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
+    (_, kept), _ = _run_both(build, [big, c], monkeypatch)
     _same_bits(got, kept)
