@@ -1068,11 +1068,19 @@ def fuse_split_inputs(view) -> None:
 
     Only where the Split cannot fail at run time (its axis a constant, the array's rank
     and its size along the axis known, the sizes constant and valid: its values are
-    then those pieces, always) and where no value may be dead (no control flow).  A
-    piece nothing reads is not cut."""
+    then those pieces, always).  Where values may be dead (a dynamic_rnn's loop body, a
+    cond's branch), only where the fused node, reading the array in the pieces' place
+    and waiting for the Split's control edges, is dead exactly when it was
+    (`_dead_alike`: the Split's Consts, waiting for the frame's pivot, add no source of
+    their own); the Split and the node it joins read each other, so are in one frame.
+    A piece nothing reads is not cut.  A Split whose pieces a while loop also pushes for
+    its gradient (StackPushV2: a dynamic_rnn's gate the gradient reads for its shape)
+    stays, for the pushes; the program reads its pieces from the array all the same (no
+    longer waiting for the Split, which only its pushes read)."""
     nodes = view.nodes
-    if not _SPLITS or view.has_control_flow():
+    if not _SPLITS:
         return
+    may_be_dead = view.has_control_flow()
     for i, node in enumerate(nodes):
         op = node.op
         if op.type not in ("Split", "SplitV") or not view.available(i):
@@ -1084,6 +1092,9 @@ def fuse_split_inputs(view) -> None:
             continue
         value_src, const_srcs, bounds, width = cut
         users = view.consumers(i)
+        # (a piece a loop pushes for its gradient as well: the Split stays for the push)
+        pushed = [(u, slot) for u, slot in users if nodes[u].op.type == "StackPushV2"]
+        users = [(u, slot) for u, slot in users if nodes[u].op.type != "StackPushV2"]
         fused = {u for u, _slot in users}
         if len(fused) != 1:
             continue
@@ -1096,7 +1107,7 @@ def fuse_split_inputs(view) -> None:
         n = target.op._attrs["N"]
         if any(slot >= n for _u, slot in users):
             continue  # (a SumTo target: read for its shape, kept a value of its own)
-        if any(fe[0] == i for fe in view.partition.fetches):
+        if not pushed and any(fe[0] == i for fe in view.partition.fetches):
             continue
         attrs = dict(target.op._attrs)
         columns = list(attrs.get("columns") or ())
@@ -1105,9 +1116,15 @@ def fuse_split_inputs(view) -> None:
             k = inputs[slot][1]
             inputs[slot] = value_src
             columns += [slot, bounds[k], bounds[k + 1], width]
+        waits = list(target.controls) if pushed else [*target.controls, *node.controls]
+        absorbed = [] if pushed else [i]
+        if may_be_dead and not _dead_alike(view, [f], inputs, waits, absorbed=absorbed):
+            continue
         attrs["columns"] = columns
-        view.fuse(into=f, op_type="_FusedElementwise", attrs=attrs, inputs=inputs, absorbed=[i])
-        for src in const_srcs:
+        view.fuse(
+            into=f, op_type="_FusedElementwise", attrs=attrs, inputs=inputs, absorbed=absorbed
+        )
+        for src in const_srcs if not pushed else ():
             view.drop_if_unused(src[0])
 
 
@@ -1168,10 +1185,14 @@ def fuse_bias_add_grad(view) -> None:
     checks when that is its order, else calls the kernel's function), and the
     BiasAddGrad's trip through the interpreter and its pass over the join are gone.
     Only for a join of known rank 2 (both data formats' channel axis then its last),
-    float32 or float64, where no value may be dead."""
+    float32 or float64.  Where values may be dead (the gradient loop of a dynamic_rnn),
+    only where the BiasAddGrad is dead exactly when the fused node is and the node,
+    waiting for its control edges too, stays so (`_dead_alike`); it reads the node, so
+    is in its frame."""
     nodes = view.nodes
-    if not _BIAS_GRADS or view.has_control_flow():
+    if not _BIAS_GRADS:
         return
+    may_be_dead = view.has_control_flow()
     for i, node in enumerate(nodes):
         op = node.op
         if op.type != "BiasAddGrad" or not view.available(i):
@@ -1192,6 +1213,10 @@ def fuse_bias_add_grad(view) -> None:
             continue
         if op.inputs[0].shape.ndims != 2:
             continue
+        if may_be_dead and not _dead_alike(
+            view, [f, i], list(fused.inputs), [*fused.controls, *node.controls], absorbed=[i]
+        ):
+            continue
         attrs["bias_grad"] = 1
         attrs["M"] = attrs["M"] + 1
         view.fuse(
@@ -1202,6 +1227,39 @@ def fuse_bias_add_grad(view) -> None:
             absorbed=[i],
             outputs=[(i, 0)],
         )
+
+
+def _dead_alike(view, keep: list, inputs: list, controls: list, absorbed: list) -> bool:
+    """Where values may be dead: whether a node fused from nodes `keep` and `absorbed`
+    (their outputs now its own), reading `inputs` and waiting for `controls`, is dead
+    exactly when each node of `keep` was (the module's note: every output dead when
+    any input or control edge is), and whether it may wait that way.  In a partition
+    that receives from another, a control edge an absorbed node brings along is refused
+    (the fused node's other outputs would wait for it: a value received may wait for
+    them, through the other partition); an ordering edge that would close a cycle in
+    this one `view.fuse` replaces by what it waited for."""
+    dead = view.deadness()
+    want = dead.node[keep[0]]
+    if any(dead.node[k] != want for k in keep):
+        return False
+    got = set()
+    for src in inputs:
+        got |= dead.value(src)
+    for c in controls:
+        got |= dead.node[c]
+    if got != want:
+        return False
+    if any(view.nodes[a].controls for a in absorbed) and _receives(view):
+        return False
+    return True
+
+
+def _receives(view) -> bool:
+    """Whether the partition holds a _Recv (values from another partition)."""
+    return any(n.op.type in _RECVS for n in view.nodes)
+
+
+_RECVS = frozenset(["_Recv", "_HostRecv"])
 
 
 def mark_shape_only_outputs(view) -> None:

@@ -314,7 +314,7 @@ def _source(
     n_in, n_lit = program.n_inputs, len(program.literals)
     names = _value_names(program, sched)
     scalar = [sched.slot_shapes[k] == () for k in range(n_in)]
-    by_row = bool(concat or rows)
+    by_row = bool(concat or rows or wide)
     pad = " " * (12 if by_row else 8)
     # (a row loop reads row slices `in{k}c` by the column c; a scalar input, in either
     # loop, its one element; a row's input its row's, before the columns' loop)
@@ -375,6 +375,15 @@ def _source(
 
 
 _SUMS = True  # False: a join's column sums after the loop, not inside it (A/B)
+# A rank-2 program reading Split pieces (`fuse_split_inputs`) and neither joining nor
+# reading values per row runs as the row loop all the same, which reads each piece's
+# row in its whole array (a dynamic_rnn's forward cell: four [128,128] gates of the
+# [128,512] product, else copied first).  False: the flat loop, the pieces copied (A/B).
+_WIDE_ROWS = True
+# ... from this many columns: a narrower row's loop of its own costs more than the copies
+# (an LSTM cell's program, us a call, row loop / flat: [128,128] 75 / 83, [4096,16] 231 /
+# 334, [16384,8] 464 / 750, [4096,4] 315 / 137).
+_WIDE_MIN_COLS = 8
 _NO_LOOP = object()  # (a form whose compile failed, or whose inline function's check did)
 _lock = threading.Lock()
 _loops: dict[tuple, object] = {}  # (source, dtype) -> compiled loop, or None: it failed
@@ -616,6 +625,8 @@ def _compiled(program, sched, inline: frozenset):
             rows, cols = math.prod(shape[:axis]), math.prod(shape[axis:])
             joined = (*shape[:axis], shape[axis] * count, *shape[axis + 1 :])
     by_row = bool(count or by_rows)
+    if not by_row and _WIDE_ROWS and len(shape) == 2 and getattr(program, "columns", ()):
+        by_row = shape[1] >= _WIDE_MIN_COLS  # (else the flat loop copies each piece first)
     # Split pieces (`program.columns`) a row loop of rank-2 values reads in their whole
     # arrays; elsewhere (a flat loop: its vectorized form) each is copied first.
     wide = {}

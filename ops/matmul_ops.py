@@ -559,11 +559,23 @@ _CONCATS = True  # False: the joins stay ConcatV2 nodes (A/B)
 def fuse_concat_matmul(view) -> None:
     """A ConcatV2 on the CPU (its axis a constant) read as the left operand of a
     _FusedMatMul becomes part of it (`_FusedConcatMatMul`): the fused node's second
-    output is the join, for the ConcatV2's other readers.  Only where no value may be
-    dead, and where none of those readers is something the product waits for (the
-    fused node would then wait for itself)."""
-    if not _CONCATS or view.has_control_flow():
+    output is the join, for the ConcatV2's other readers.  Only where none of those
+    readers is something the product waits for (the fused node would then wait for
+    itself; in a loop, within the iteration: a loop's back edge is no wait).  Where
+    values may be dead (a dynamic_rnn's loop body), only where the join and the product
+    are dead together and the fused node, reading the values and the product's other
+    operands and waiting for both nodes' control edges, is dead exactly when they were
+    (fused_elementwise._dead_alike: the axis, a Const waiting for the frame's pivot,
+    adds no source of its own); the ConcatV2 feeds the product, so is in its frame.  In
+    a partition that receives from another, only a join nothing else reads (the
+    readers' values, which would wait for the product's operands, may be what a value
+    received waits for, through the other partition)."""
+    if not _CONCATS:
         return
+    from asyncflow.ops.fused_elementwise import _dead_alike, _receives
+
+    may_be_dead = view.has_control_flow()
+    loops = view.has_loops_or_recvs()
     nodes = view.nodes
     for i, node in enumerate(nodes):
         op = node.op
@@ -584,7 +596,14 @@ def fuse_concat_matmul(view) -> None:
         if axis is None or np.ndim(axis) != 0:
             continue
         readers = {u for u, _slot in view.consumers(c)} - {i}
-        if readers & view.upstream(i):
+        if loops and readers and (i in view._downstream(readers) or _receives(view)):
+            continue
+        if not loops and readers & view.upstream(i):
+            continue
+        inputs = [*values, *node.inputs[1:]]
+        if may_be_dead and not _dead_alike(
+            view, [i, c], inputs, [*node.controls, *cat.controls], absorbed=[c]
+        ):
             continue
         attrs = dict(op._attrs)
         attrs["N"] = len(values)
@@ -593,7 +612,7 @@ def fuse_concat_matmul(view) -> None:
             into=i,
             op_type="_FusedConcatMatMul",
             attrs=attrs,
-            inputs=[*values, *node.inputs[1:]],
+            inputs=inputs,
             absorbed=[c],
             outputs=[(c, 0)],
         )

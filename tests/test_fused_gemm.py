@@ -646,3 +646,45 @@ def test_joins_that_stay_concat_nodes():
             s.run(fetches, {x: np.ones((2, 4), np.float32), h: np.ones((2, 4), np.float32)})
             kinds = _kinds(s)
     assert "_FusedConcatMatMul" not in kinds and kinds.count("ConcatV2") == 3
+
+
+def test_a_join_in_a_loop_that_its_product_waits_for_stays_a_concat_node(monkeypatch):
+    # Inside a while loop, another reader of the join that the product waits for in the
+    # same iteration (its right operand made from the join): the fused node would wait
+    # for itself; a loop's back edge makes no such wait (the join into the next
+    # iteration's product: folded).
+    rng = np.random.default_rng(41)
+    x_np = rng.standard_normal((3, 4)).astype(np.float32)
+
+    def run():
+        with af.Graph().as_default(), af.device("/cpu:0"):
+            x = af.placeholder(af.float32, [None, 4])
+
+            def body(i, h, acc):
+                joined = af.concat([x, h], 1)
+                w = af.matmul(joined, joined, transpose_a=True) * 0.01  # [8, 8]
+                y = af.nn.bias_add(af.matmul(joined, w[:, :4]), af.ones([4]))
+                z = af.nn.bias_add(af.matmul(af.concat([h, x], 1), af.ones([8, 4])), af.ones([4]))
+                return i + 1, af.tanh(y), acc + z * 0.1
+
+            _, h, acc = af.while_loop(lambda i, h, acc: i < 3, body, [af.constant(0), x, x])
+            with af.Session() as s:
+                out = s.run([h, acc], {x: x_np})
+                kinds = _kinds(s)
+        return out, kinds
+
+    out, kinds = run()
+    assert kinds.count("_FusedConcatMatMul") == 1 and kinds.count("ConcatV2") == 1
+    monkeypatch.setattr(matmul_ops, "_CONCATS", False)
+    off, kinds0 = run()
+    assert "_FusedConcatMatMul" not in kinds0
+    h, acc = x_np.astype(np.float64), x_np.astype(np.float64)
+    for _ in range(3):
+        joined = np.concatenate([x_np, h], 1)
+        y = joined @ (joined.T @ joined * 0.01)[:, :4] + 1.0
+        z = np.concatenate([h, x_np], 1) @ np.ones((8, 4)) + 1.0
+        h, acc = np.tanh(y), acc + z * 0.1
+    np.testing.assert_allclose(out[0], h, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[1], acc, rtol=1e-5, atol=1e-5)
+    for v, v0 in zip(out, off):
+        assert v.tobytes() == v0.tobytes()

@@ -15,7 +15,7 @@ import pytest
 import asyncflow as tf
 from asyncflow import errors, graph_passes, partition
 from asyncflow.devices.cpu import CPUDevice
-from asyncflow.ops import control_flow_prims, fused_elementwise
+from asyncflow.ops import control_flow_prims, fused_elementwise, matmul_ops
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -1129,9 +1129,12 @@ def test_splits_that_stay_nodes_of_their_own():
             assert all(not n.op._attrs.get("columns") for n in _fused_nodes(p)), build.__name__
 
 
-def test_a_split_inside_a_while_loop_stays():
-    # (where values may be dead, the Split keeps its own deadness: not folded)
-    with tf.Graph().as_default():
+def test_a_split_inside_a_while_loop_becomes_part_of_its_program(monkeypatch):
+    # (its Const waits for the loop's pivot, as the program does: dead together)
+    x_np = RNG.standard_normal((6, 16)).astype(np.float32)
+    c_np = RNG.standard_normal((6, 4)).astype(np.float32)
+
+    def build():
         x = tf.placeholder(tf.float32, [6, 16])
         c0 = tf.placeholder(tf.float32, [6, 4])
 
@@ -1140,8 +1143,31 @@ def test_a_split_inside_a_while_loop_stays():
             return i + 1, new_c, new_h
 
         _, c, h = tf.while_loop(lambda i, c, h: i < 3, body, [tf.constant(0), c0, c0])
-        p = _partition([h, c], [x, c0])
-        assert "Split" in _passes(p)
+        return x, c0, [h, c]
+
+    with tf.Graph().as_default():
+        x, c0, fetches = build()
+        p = _partition(fetches, [x, c0])
+        assert "Split" not in _passes(p)
+        assert any(n.op._attrs.get("columns") for n in _fused_nodes(p))
+
+    def run():
+        with tf.Graph().as_default(), tf.device("/cpu:0"):
+            x, c0, fetches = build()
+            with tf.Session() as s:
+                return s.run(fetches, {x: x_np, c0: c_np}), _folds(_plan_ops(s))
+
+    got, folds = run()
+    monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
+    kept, kept_folds = run()
+    assert "split" in folds and "split" not in kept_folds
+    c, h = c_np.astype(np.float64), c_np.astype(np.float64)
+    for _ in range(3):
+        c, h = _np_lstm_cell(x_np * np.tile(h, [1, 4]), c)
+    np.testing.assert_allclose(got[0], h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], c, rtol=1e-5, atol=1e-6)
+    for v, v0 in zip(got, kept):
+        assert v.tobytes() == v0.tobytes()
 
 
 # -- a BiasAddGrad of a fused node's join (fuse_bias_add_grad) -----------------------------------
@@ -1226,3 +1252,228 @@ def test_a_joins_bias_gradient_against_numpy(dtype, shape, monkeypatch):
     (joined0, bias0), kinds0 = run()
     assert "BiasAddGrad" in kinds0
     assert joined.tobytes() == joined0.tobytes() and bias.tobytes() == bias0.tobytes()
+
+
+# -- the folds where values may be dead: a while loop's body, a dynamic_rnn, a cond's branch --
+#
+# fuse_split_inputs, fuse_bias_add_grad and matmul_ops.fuse_concat_matmul, each switched
+# off alone against all three on: the same bits, the fold there where it applies.
+
+_FOLDS = {
+    "split": (fused_elementwise, "_SPLITS"),
+    "bias_grad": (fused_elementwise, "_BIAS_GRADS"),
+    "concat": (matmul_ops, "_CONCATS"),
+}
+
+
+def _plan_ops(s):
+    return [op for sp in s._plans.values() for pl in sp.plans for op in pl.nodes]
+
+
+def _folds(ops) -> set:
+    kinds = {op.type for op in ops}
+    found = set()
+    if any(op.type == "_FusedElementwise" and op._attrs.get("columns") for op in ops):
+        found.add("split")
+    if any(op.type == "_FusedElementwise" and op._attrs.get("bias_grad") for op in ops):
+        found.add("bias_grad")
+    if "_FusedConcatMatMul" in kinds:
+        found.add("concat")
+    return found
+
+
+def _with_and_without(fold, run, monkeypatch):
+    """run() with every fold, then with `fold` switched off: (outputs, folds) of each."""
+    out, ops = run()
+    mod, name = _FOLDS[fold]
+    monkeypatch.setattr(mod, name, False)
+    off, off_ops = run()
+    return (out, _folds(ops)), (off, _folds(off_ops))
+
+
+def _while_lstm(dtype, batch, feeds_np):
+    steps, n_in, units = 4, 3, 5
+    with tf.Graph().as_default(), tf.device("/cpu:0"):  # (the passes are the CPU's)
+        x = tf.placeholder(dtype, [steps, None, n_in])
+        c0 = tf.placeholder(dtype, [None, units])
+        w = tf.placeholder(dtype, [n_in + units, 4 * units])
+        b = tf.placeholder(dtype, [4 * units])
+
+        def body(t, c, h):
+            z = tf.nn.bias_add(tf.matmul(tf.concat([x[t], h], 1), w), b)
+            i, j, f, o = tf.split(z, 4, 1)
+            new_c = c * tf.sigmoid(f + 1.0) + tf.sigmoid(i) * tf.tanh(j)
+            return t + 1, new_c, tf.tanh(new_c) * tf.sigmoid(o)
+
+        _, c, h = tf.while_loop(lambda t, c, h: t < steps, body, [tf.constant(0), c0, c0])
+        loss = tf.reduce_sum(h * h)
+        grads = tf.gradients(loss, [w, b, x, c0], gate_gradients=True)
+        with tf.Session() as s:
+            out = s.run([c, h, *grads], dict(zip([x, c0, w, b], feeds_np)))
+            return out, _plan_ops(s)
+
+
+def _np_while_lstm(x, c0, w, b):
+    x, c, w, b = (v.astype(np.float64) for v in (x, c0, w, b))
+    h = c
+    for t in range(x.shape[0]):
+        c, h = _np_lstm_cell(np.concatenate([x[t], h], 1) @ w + b, c)
+    return c, h
+
+
+@pytest.mark.parametrize("fold", sorted(_FOLDS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch", [1, 6])
+def test_the_folds_inside_a_while_loop_keep_the_bits(fold, dtype, batch, monkeypatch):
+    rng = np.random.default_rng(31)
+    feeds = [
+        rng.standard_normal((4, batch, 3)).astype(dtype),
+        rng.standard_normal((batch, 5)).astype(dtype),
+        rng.standard_normal((8, 20)).astype(dtype) * 0.5,
+        rng.standard_normal(20).astype(dtype),
+    ]
+    (out, folds), (off, off_folds) = _with_and_without(
+        fold, lambda: _while_lstm(dtype, batch, feeds), monkeypatch
+    )
+    # (every fold applies: the loop's and its gradient's; the Split stays for the loop's
+    # push of gate f, whose shape the gradient reads, and the program reads the array)
+    assert folds == set(_FOLDS) and off_folds == set(_FOLDS) - {fold}
+    want_c, want_h = _np_while_lstm(*feeds)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out[0], want_c, rtol=tol, atol=tol)
+    np.testing.assert_allclose(out[1], want_h, rtol=tol, atol=tol)
+    for v, v0 in zip(out, off):
+        assert v.dtype == dtype and v.tobytes() == v0.tobytes()
+
+
+@pytest.mark.parametrize("fold", sorted(_FOLDS))
+def test_the_folds_inside_a_dynamic_rnn_keep_the_bits(fold, monkeypatch):
+    rng = np.random.default_rng(32)
+    x_np = rng.standard_normal((3, 5, 7)).astype(np.float32)
+
+    def run():
+        with tf.Graph().as_default(), tf.device("/cpu:0"):
+            tf.set_random_seed(4)
+            x = tf.placeholder(tf.float32, [None, 5, 7])
+            cell = tf.nn.rnn_cell.BasicLSTMCell(9)
+            outputs, state = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+            loss = tf.reduce_sum(outputs[:, -1] * 2.0) + tf.reduce_sum(state.c)
+            weights = tf.trainable_variables()
+            grads = tf.gradients(loss, [*weights, x])
+            with tf.Session() as s:
+                s.run(tf.global_variables_initializer())
+                out = s.run([outputs, state.c, *weights, *grads], {x: x_np})
+                return out, _plan_ops(s)
+
+    (out, folds), (off, off_folds) = _with_and_without(fold, run, monkeypatch)
+    assert folds == set(_FOLDS) and off_folds == set(_FOLDS) - {fold}
+    for v, v0 in zip(out, off):
+        assert v.tobytes() == v0.tobytes()
+
+
+def _cond_cell(flag_np, feeds_np):
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        a = tf.placeholder(tf.float32, [None, 3])
+        c = tf.placeholder(tf.float32, [None, 5])
+        w = tf.placeholder(tf.float32, [8, 20])
+        b = tf.placeholder(tf.float32, [20])
+        flag = tf.placeholder(tf.bool, [])
+
+        def taken():
+            z = tf.nn.bias_add(tf.matmul(tf.concat([a, c], 1), w), b)
+            return _lstm_cell(z, c)
+
+        new_c, h = tf.cond(flag, taken, lambda: (c * 0.5, tf.tanh(c)))
+        loss = tf.reduce_sum(h) + tf.reduce_sum(new_c * new_c)
+        grads = tf.gradients(loss, [w, b, a, c], gate_gradients=True)  # (one join: _open_gates)
+        with tf.Session() as s:
+            out = s.run([new_c, h, *grads], dict(zip([flag, a, c, w, b], [flag_np, *feeds_np])))
+            return out, _plan_ops(s)
+
+
+@pytest.mark.parametrize("fold", sorted(_FOLDS))
+@pytest.mark.parametrize("flag", [True, False])
+def test_the_folds_inside_a_cond_are_dead_with_their_branch(fold, flag, monkeypatch):
+    # Taken or not, the branch's folded nodes give what the nodes they replace gave: the
+    # untaken branch's are dead (its values do not reach the Merge), the taken one's live.
+    rng = np.random.default_rng(33)
+    feeds = [
+        rng.standard_normal((6, 3)).astype(np.float32),
+        rng.standard_normal((6, 5)).astype(np.float32),
+        rng.standard_normal((8, 20)).astype(np.float32) * 0.5,
+        rng.standard_normal(20).astype(np.float32),
+    ]
+    (out, folds), (off, off_folds) = _with_and_without(
+        fold, lambda: _cond_cell(flag, feeds), monkeypatch
+    )
+    assert folds == set(_FOLDS) and off_folds == set(_FOLDS) - {fold}
+    if flag:
+        want_c, want_h = _np_lstm_cell(
+            np.concatenate(feeds[:2], 1) @ feeds[2] + feeds[3], feeds[1]
+        )
+    else:
+        want_c, want_h = feeds[1] * 0.5, np.tanh(feeds[1])
+        assert not out[2].any() and not out[3].any()  # (the untaken branch's weights)
+    np.testing.assert_allclose(out[0], want_c, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[1], want_h, rtol=1e-5, atol=1e-5)
+    for v, v0 in zip(out, off):
+        assert v.tobytes() == v0.tobytes()
+
+
+def _dead_unless(flag):
+    """A value live exactly when `flag` is true (an Identity of a Switch's true port)."""
+    _f, t = tf.raw_ops.Switch(data=flag, pred=flag)
+    return tf.identity(t)
+
+
+def _dead_edge_cases(a, b, w, dead):
+    """{fold: (its fetch, whether it folds)}: each waits for `dead`, through a Const it
+    reads (the fold would lose the wait: not folded) or itself (the fused node waits)."""
+    with tf.control_dependencies([dead]):
+        dim = tf.constant(1)
+    i, j, f, o = tf.split(a * 1.0, 4, dim)  # (a * 1.0: its own node)
+    split = tf.tanh(i) * tf.sigmoid(j) + f * o
+    joined = tf.concat(_three_parts(a, b), 1)
+    with tf.control_dependencies([dead]):
+        bias_grad = tf.raw_ops.BiasAddGrad(out_backprop=joined)
+    with tf.control_dependencies([dead]):
+        axis = tf.constant(1)
+    product = tf.nn.bias_add(tf.matmul(tf.concat([a, b * 2.0], axis), w), tf.ones([4]))
+    with tf.control_dependencies([dead]):
+        waits = tf.concat([a, b * 3.0], 1)
+    waiting = tf.nn.bias_add(tf.matmul(waits, w), tf.ones([4]))
+    return {
+        "split": (split, False),
+        "bias_grad": (bias_grad, False),
+        "concat_axis": (product, False),
+        "concat_waits": (waiting, True),
+    }
+
+
+@pytest.mark.parametrize("case", ["split", "bias_grad", "concat_axis", "concat_waits"])
+def test_a_fold_that_would_change_when_a_node_is_dead_is_not_made(case):
+    rng = np.random.default_rng(34)
+    a_np = rng.standard_normal((3, 8)).astype(np.float32)
+    b_np = rng.standard_normal((3, 8)).astype(np.float32)
+    w_np = rng.standard_normal((16, 4)).astype(np.float32)
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        a = tf.placeholder(tf.float32, [None, 8])
+        b = tf.placeholder(tf.float32, [None, 8])
+        w = tf.placeholder(tf.float32, [16, 4])
+        flag = tf.placeholder(tf.bool, [])
+        fetch, folds = _dead_edge_cases(a, b, w, _dead_unless(flag))[case]
+        with tf.Session() as s:
+            feeds = {a: a_np, b: b_np, w: w_np}
+            live = s.run(fetch, {flag: True, **feeds})
+            with pytest.raises(errors.InvalidArgumentError, match="dead"):
+                s.run(fetch, {flag: False, **feeds})
+            assert bool(_folds(_plan_ops(s))) == folds
+    if case == "split":
+        i, j, f, o = np.split(a_np.astype(np.float64), 4, 1)
+        want = np.tanh(i) * _np_sigmoid(j) + f * o
+    elif case == "bias_grad":
+        want = np.concatenate(_np_three_parts(a_np, b_np), 1).sum(0)
+    else:
+        other = b_np * (2.0 if case == "concat_axis" else 3.0)
+        want = np.concatenate([a_np, other], 1).astype(np.float64) @ w_np + 1.0
+    np.testing.assert_allclose(live, want, rtol=1e-5, atol=1e-5)

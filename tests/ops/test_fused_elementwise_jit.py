@@ -569,26 +569,30 @@ def test_a_form_that_failed_to_compile_is_not_asked_again(monkeypatch):
         np.testing.assert_array_equal(g, (x_np * y_np + 1.0) * x_np - y_np)
 
 
+@pytest.mark.parametrize("wide_rows", [True, False])
 @pytest.mark.parametrize("rows", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_split_pieces_read_where_they_lie_same_bits(rows, dtype, monkeypatch):
+def test_split_pieces_read_where_they_lie_same_bits(rows, dtype, wide_rows, monkeypatch):
     # An LSTM cell's gates: pieces of one array along its last axis that one program
     # reads (fused_elementwise.fuse_split_inputs), four of a SplitV's five (the last
-    # one nothing reads) and a Split's two; with a batch-vector Select the row loop
-    # reads each piece's row in its array, without one the flat loop copies them.
-    # The same bits as the graph with the Splits kept, and as NumPy's programs.
+    # one nothing reads) and a Split's two; with a batch-vector Select, or without one
+    # where `_WIDE_ROWS` (a dynamic_rnn's cell), the row loop reads each piece's row in
+    # its array; else the flat loop copies them.  The same bits as the graph with the
+    # Splits kept, and as NumPy's programs.
     from asyncflow.ops import fused_elementwise
 
+    monkeypatch.setattr(fused_elementwise_jit, "_WIDE_ROWS", wide_rows)
     rng = np.random.default_rng(10)
     n, width = SHAPE
-    big = rng.standard_normal((n, 4 * width + 5)).astype(dtype)
+    extra = 5 + 2 * rows + wide_rows  # (a loop's source of each case's own)
+    big = rng.standard_normal((n, 4 * width + extra)).astype(dtype)
     pair = rng.standard_normal((n, 2 * width)).astype(dtype)
     c = _data(rng, dtype)
     keep = rng.random(n) < 0.6
 
     def build(big, pair, c, keep):
-        a = af.reshape(big, [n, 4 * width + 5])  # (not element-wise: the Split's array)
-        i, j, f, o, _rest = af.split(a, [width] * 4 + [5], 1)
+        a = af.reshape(big, [n, 4 * width + extra])  # (not element-wise: the Split's array)
+        i, j, f, o, _rest = af.split(a, [width] * 4 + [extra], 1)
         act = af.sigmoid if dtype == np.float32 else (lambda v: af.reciprocal(af.abs(v) + 1.0))
         tanh = af.tanh if dtype == np.float32 else (lambda v: v / (af.abs(v) + 2.0))
         new_c = c * act(f + 1.0) + act(i) * tanh(j)
@@ -606,8 +610,9 @@ def test_split_pieces_read_where_they_lie_same_bits(rows, dtype, monkeypatch):
     _same_bits(want, got)
     loops = fused_elementwise_jit._loops
     sources = [key[0] for key in set(loops) - before if loops[key]]
-    wide = [s for s in sources if f"r * {4 * width + 5} + " in s]
-    assert bool(wide) == rows  # (the row loop reads the gates where they lie)
+    wide = [s for s in sources if f"r * {4 * width + extra} + " in s]
+    assert bool(wide) == (rows or wide_rows)  # (the row loop reads the gates where they lie)
+    assert width >= fused_elementwise_jit._WIDE_MIN_COLS
     monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
     (_, kept), _ = _run_both(build, feeds, monkeypatch)
     _same_bits(got, kept)
@@ -644,4 +649,29 @@ def test_a_joins_bias_gradient_summed_by_the_loop_same_bits(rows, dtype, monkeyp
     assert any("bsum[j] = bsum[j] + catr[j]" in s for s in sources)
     monkeypatch.setattr(fused_elementwise, "_BIAS_GRADS", False)
     (_, kept), _ = _run_both(build, feeds, monkeypatch)
+    _same_bits(got, kept)
+
+
+def test_narrow_split_pieces_are_copied_for_the_flat_loop_same_bits(monkeypatch):
+    # Gates of 4 columns (under _WIDE_MIN_COLS): a row's loop of its own would cost more
+    # than the copies, so the flat loop runs; the same bits as the Split kept.
+    from asyncflow.ops import fused_elementwise
+
+    rng = np.random.default_rng(13)
+    n, width = 2048, 4  # (8,192 elements: past the compiling threshold)
+    big = rng.standard_normal((n, 4 * width + 3)).astype(np.float32)
+    c = rng.standard_normal((n, width)).astype(np.float32)
+
+    def build(big, c):
+        a = af.reshape(big, [n, 4 * width + 3])
+        i, j, f, o, _rest = af.split(a, [width] * 4 + [3], 1)
+        new_c = c * af.sigmoid(f + 1.0) + af.sigmoid(i) * af.tanh(j)
+        return [af.tanh(new_c) * af.sigmoid(o), new_c]
+
+    (want, got), compiled = _run_both(build, [big, c], monkeypatch)
+    assert compiled  # (the flat loop: no loop of rows of this width was compiled)
+    _same_bits(want, got)
+    assert not [key for key in fused_elementwise_jit._loops if f"r * {4 * width + 3} + " in key[0]]
+    monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
+    (_, kept), _ = _run_both(build, [big, c], monkeypatch)
     _same_bits(got, kept)
