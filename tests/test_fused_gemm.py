@@ -19,15 +19,24 @@ needs_blas = pytest.mark.skipif(
 
 @pytest.fixture
 def gemm_calls(monkeypatch):
-    """Counts gemm calls: `gemm_calls[0]`."""
+    """Counts gemm calls: `gemm_calls[0]`, a product with its activation in the pool's
+    blocks (`blas.gemm_epilogue`, where it ran) included: which of the two a kernel
+    takes depends on whether the epilogue's loop has compiled yet (a test before it in
+    the same process may have compiled it)."""
     calls = [0]
-    real = blas.gemm_into
+    real, real_epilogue = blas.gemm_into, blas.gemm_epilogue
 
     def counting(*args):
         calls[0] += 1
         real(*args)
 
+    def counting_epilogue(*args):
+        ran = real_epilogue(*args)
+        calls[0] += bool(ran)
+        return ran
+
     monkeypatch.setattr(blas, "gemm_into", counting)
+    monkeypatch.setattr(blas, "gemm_epilogue", counting_epilogue)
     return calls
 
 
