@@ -1037,20 +1037,30 @@ async def _fused_bias_add_relu(ctx, value, bias):
     return await _bias_add_relu(ctx, value, bias)
 
 
+def _bias_add_of_relu(view, i: int, node):
+    """The BiasAdd node whose output only CPU Relu node i reads (neither reading a
+    variable's reference, one device), or None."""
+    if node.op.type != "Relu" or node.device.device_type != "CPU" or view.reads_ref(i):
+        return None
+    j, out = node.inputs[0]
+    if j == "feed" or out != 0 or not view.available(i, j):
+        return None
+    src = view.nodes[j]
+    if src.op.type != "BiasAdd" or src.device is not node.device or view.reads_ref(j):
+        return None
+    if view.sole_consumer(j) != i:  # the pre-activation is used elsewhere (or fetched)
+        return None
+    return j
+
+
 def fuse_bias_add_relu(view) -> None:
     """A BiasAdd whose only consumer is a Relu: one _FusedBiasAddRelu, one pass over
     memory (TF's grappler fuses the same pair)."""
     for i, node in enumerate(view.nodes):
-        if node.op.type != "Relu" or node.device.device_type != "CPU" or view.reads_ref(i):
-            continue
-        j, out = node.inputs[0]
-        if j == "feed" or out != 0 or not view.available(i, j):
+        j = _bias_add_of_relu(view, i, node)
+        if j is None:
             continue
         src = view.nodes[j]
-        if src.op.type != "BiasAdd" or src.device is not node.device or view.reads_ref(j):
-            continue
-        if view.sole_consumer(j) != i:  # the pre-activation is used elsewhere (or fetched)
-            continue
         attrs = {"T": src.op._attr("T"), "data_format": src.op._attr("data_format")}
         view.fuse(i, "_FusedBiasAddRelu", attrs, list(src.inputs), absorbed=[j])
 
@@ -1232,15 +1242,11 @@ def fuse_conv2d_bias_add_relu(view) -> None:
     if not _FUSE_CONV:
         return
     for i, node in enumerate(view.nodes):
-        if node.op.type != "Relu" or node.device.device_type != "CPU" or view.reads_ref(i):
-            continue
-        j, out = node.inputs[0]
-        if j == "feed" or out != 0 or not view.available(i, j):
+        j = _bias_add_of_relu(view, i, node)
+        if j is None:
             continue
         add = view.nodes[j]
-        if add.op.type != "BiasAdd" or add.device is not node.device or view.reads_ref(j):
-            continue
-        if view.sole_consumer(j) != i or add.op._attr("data_format") != "NHWC":
+        if add.op._attr("data_format") != "NHWC":
             continue
         m, out = add.inputs[0]
         if m == "feed" or out != 0 or not view.available(m):
