@@ -69,7 +69,7 @@ class _Message:
         """Whether message field `name` holds anything (protobuf's, for the message
         fields: a repeated or scalar field is a ValueError there too)."""
         if name not in self._fields:
-            raise ValueError(f'Protocol message {type(self).__name__} has no field {name}.')
+            raise ValueError(f"Protocol message {type(self).__name__} has no field {name}.")
         value = getattr(self, name)
         if isinstance(value, _Message):
             return any(getattr(value, k) != _fresh(d) for k, d in value._fields.items())
@@ -228,4 +228,3 @@ class RunMetadata(_Message):
     messages (StepStats, CostGraphDef); `partition_graphs` the partitions' GraphDefs."""
 
     _fields = {"step_stats": StepStats, "partition_graphs": list, "cost_graph": CostGraphDef}
-
