@@ -1277,12 +1277,12 @@ def _conv2d_backprop_filter_one(xp, g: _Geom, x, dy, fmt, out_dtype):
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
     spectra = None
     if _use_fft(g, g.c, g.oc):
-        dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
+        dy_nhwc = to_nhwc(xp, dy, fmt).astype(ct, copy=False)  # (dy stays in fmt: below)
         l1, l2 = _fft_grid(g)
         try:
             spectra = (
                 _spectrum_of(xp, "x", x, l1, l2, off=(g.pad[0], g.pad[2])),
-                _spectrum_of(xp, "dy", dy, l1, l2),  # [F, N, 2 OC]
+                _spectrum_of(xp, "dy", dy_nhwc, l1, l2),  # [F, N, 2 OC]
             )
         except _NonFinite:
             pass  # (the direct path below)

@@ -452,8 +452,9 @@ def _same_values(got, ref, tol=1e-4):
     np.testing.assert_allclose(got[fin], ref[fin], rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_a_non_finite_value_reaches_only_its_windows_outputs(bad, monkeypatch):
+def test_a_non_finite_value_reaches_only_its_windows_outputs(bad, fmt, monkeypatch):
     """TF's direct convolution: a NaN or an infinity in x (or dy) reaches only the
     outputs (gradients) whose windows hold it, an infinity as an infinity.  The spectral
     path would mix it into every frequency of its image (NaN over all of it), so a
@@ -469,22 +470,29 @@ def test_a_non_finite_value_reaches_only_its_windows_outputs(bad, monkeypatch):
     xv = _RNG.uniform(-1, 1, (2, 9, 8, 3))
     wv = _RNG.uniform(-1, 1, (3, 3, 3, 4))
     dyv = _RNG.uniform(-1, 1, (2, 9, 8, 4))
+    nchw = fmt == "NCHW"  # (its arrays transposed around the NHWC computation)
+    to = (lambda a: a.transpose(0, 3, 1, 2)) if nchw else (lambda a: a)
+    back = (lambda a: a.transpose(0, 2, 3, 1)) if nchw else (lambda a: a)
     with ops.device("/cpu:0"):
-        x = af.placeholder(af.float32, xv.shape)
-        dy = af.placeholder(af.float32, dyv.shape)
+        x = af.placeholder(af.float32, to(xv).shape)
+        dy = af.placeholder(af.float32, to(dyv).shape)
         w = af.constant(wv.astype(np.float32))
-        y = conv_ops.conv2d(x, w, 1, "SAME")
-        dx = conv_ops.conv2d_backprop_input(list(xv.shape), w, dy, [1, 1, 1, 1], "SAME")
-        dw = conv_ops.conv2d_backprop_filter(x, list(wv.shape), dy, [1, 1, 1, 1], "SAME")
+        one = [1, 1, 1, 1]
+        y = conv_ops.conv2d(x, w, one, "SAME", data_format=fmt)
+        dx = conv_ops.conv2d_backprop_input(
+            list(to(xv).shape), w, dy, one, "SAME", data_format=fmt
+        )
+        dw = conv_ops.conv2d_backprop_filter(x, list(wv.shape), dy, one, "SAME", data_format=fmt)
     x_bad, dy_bad = xv.copy(), dyv.copy()
     x_bad[0, 4, 3, 1] = bad
     dy_bad[1, 2, 5, 0] = bad
     with Session() as sess:
         for xs, dys, spectral in ((xv, dyv, True), (x_bad, dyv, False), (xv, dy_bad, False)):
             spectra.clear()
-            got = sess.run([y, dx, dw], {x: xs.astype(np.float32), dy: dys.astype(np.float32)})
+            feed = {x: to(xs).astype(np.float32), dy: to(dys).astype(np.float32)}
+            y_v, dx_v, dw_v = sess.run([y, dx, dw], feed)
             ref = _reference(xs, wv, dys, (1, 1), "SAME", (1, 1))
-            for g, r in zip(got, ref):
+            for g, r in zip((back(y_v), back(dx_v), dw_v), ref):
                 _same_values(g, r)
             if spectral:
                 assert spectra  # (the finite run is the spectral path's)
