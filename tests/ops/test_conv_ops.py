@@ -475,6 +475,31 @@ def test_conv2d_bias_relu_max_pool_fused(xs, ws, pad, pool_pad, compiled, monkey
     np.testing.assert_array_equal(got_p, _ref_pool(got_y.astype(np.float64), pool_pad))
 
 
+def _assert_pooled_layer_grads(xv, w, b, ws, pad, gwv, gbv):
+    """The gradients of sum(pool(relu(conv(x, w) + b))^2) for w and b (a 2x2 stride-2
+    pool) against float64 loops: each window's gradient to its first maximum."""
+    x64 = xv.astype(np.float64)
+    act = np.maximum(_ref_conv(x64, w, (1, 1), pad, (1, 1)) + b, 0)
+    n, h, wd, oc = act.shape
+    win = act.reshape(n, h // 2, 2, wd // 2, 2, oc).transpose(0, 1, 3, 5, 2, 4)
+    win = win.reshape(n, h // 2, wd // 2, oc, 4)
+    first = np.argmax(win, axis=-1)  # the gradient goes to each window's first maximum
+    dwin = np.zeros_like(win)
+    np.put_along_axis(dwin, first[..., None], 2 * win.max(axis=-1)[..., None], axis=-1)
+    dact = dwin.reshape(n, h // 2, wd // 2, oc, 2, 2).transpose(0, 1, 4, 2, 5, 3)
+    dpre = dact.reshape(act.shape) * (act > 0)
+    np.testing.assert_allclose(gbv, dpre.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-5)
+    kh, kw, c, _ = ws
+    xp = np.zeros((n, x64.shape[1] + kh, x64.shape[2] + kw, c))
+    ph, pw = (kh - 1) // 2, (kw - 1) // 2
+    xp[:, ph : ph + x64.shape[1], pw : pw + x64.shape[2]] = x64
+    ref = np.zeros(ws)
+    for i in range(kh):
+        for j in range(kw):
+            ref[i, j] = np.einsum("nhwc,nhwk->ck", xp[:, i : i + h, j : j + wd], dpre)
+    np.testing.assert_allclose(gwv, ref, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 def test_conv2d_bias_relu_max_pool_fused_gradients():
@@ -492,26 +517,7 @@ def test_conv2d_bias_relu_max_pool_fused_gradients():
     xv = _RNG.uniform(-1, 1, (3, *xs[1:])).astype(np.float32)
     (gwv, gbv), types = _run_with_types([gw, gb], {x: xv})
     assert "_FusedConv2DBiasAddReluMaxPool" in types
-    x64 = xv.astype(np.float64)
-    act = np.maximum(_ref_conv(x64, w, (1, 1), pad, (1, 1)) + b, 0)
-    n, h, wd, oc = act.shape
-    win = act.reshape(n, h // 2, 2, wd // 2, 2, oc).transpose(0, 1, 3, 5, 2, 4)
-    win = win.reshape(n, h // 2, wd // 2, oc, 4)
-    first = np.argmax(win, axis=-1)  # the gradient goes to each window's first maximum
-    dwin = np.zeros_like(win)
-    np.put_along_axis(dwin, first[..., None], 2 * win.max(axis=-1)[..., None], axis=-1)
-    dact = dwin.reshape(n, h // 2, wd // 2, oc, 2, 2).transpose(0, 1, 4, 2, 5, 3)
-    dpre = dact.reshape(act.shape) * (act > 0)
-    np.testing.assert_allclose(gbv, dpre.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-5)
-    kh, kw, c, _ = ws
-    xp = np.zeros((3, xs[1] + kh, xs[2] + kw, c))
-    ph, pw = (kh - 1) // 2, (kw - 1) // 2
-    xp[:, ph : ph + xs[1], pw : pw + xs[2]] = x64
-    ref = np.zeros(ws)
-    for i in range(kh):
-        for j in range(kw):
-            ref[i, j] = np.einsum("nhwc,nhwk->ck", xp[:, i : i + h, j : j + wd], dpre)
-    np.testing.assert_allclose(gwv, ref, rtol=1e-4, atol=1e-5)
+    _assert_pooled_layer_grads(xv, w, b, ws, pad, gwv, gbv)
 
 
 @pytest.mark.usefixtures("_on_cpu")
@@ -629,26 +635,7 @@ def test_conv2d_bias_relu_spectral_fused_gradients(monkeypatch):
     (gwv, gbv), types = _run_with_types([gw, gb], {x: xv})
     assert "_FusedConv2DBiasAddReluMaxPool" in types
     assert "_FusedMaxPoolGradReluGradOfArgmax" in types
-    x64 = xv.astype(np.float64)
-    act = np.maximum(_ref_conv(x64, w, (1, 1), pad, (1, 1)) + b, 0)
-    n, h, wd, oc = act.shape
-    win = act.reshape(n, h // 2, 2, wd // 2, 2, oc).transpose(0, 1, 3, 5, 2, 4)
-    win = win.reshape(n, h // 2, wd // 2, oc, 4)
-    first = np.argmax(win, axis=-1)  # the gradient goes to each window's first maximum
-    dwin = np.zeros_like(win)
-    np.put_along_axis(dwin, first[..., None], 2 * win.max(axis=-1)[..., None], axis=-1)
-    dact = dwin.reshape(n, h // 2, wd // 2, oc, 2, 2).transpose(0, 1, 4, 2, 5, 3)
-    dpre = dact.reshape(act.shape) * (act > 0)
-    np.testing.assert_allclose(gbv, dpre.sum(axis=(0, 1, 2)), rtol=1e-4, atol=1e-5)
-    kh, kw, c, _ = ws
-    xp = np.zeros((3, xs[1] + kh, xs[2] + kw, c))
-    ph, pw = (kh - 1) // 2, (kw - 1) // 2
-    xp[:, ph : ph + xs[1], pw : pw + xs[2]] = x64
-    ref = np.zeros(ws)
-    for i in range(kh):
-        for j in range(kw):
-            ref[i, j] = np.einsum("nhwc,nhwk->ck", xp[:, i : i + h, j : j + wd], dpre)
-    np.testing.assert_allclose(gwv, ref, rtol=1e-4, atol=1e-5)
+    _assert_pooled_layer_grads(xv, w, b, ws, pad, gwv, gbv)
 
 
 def test_spectral_choice_of_the_pass_needs_static_sizes():

@@ -61,6 +61,12 @@ def _run_both(build, feeds_np, monkeypatch):
     return results, sum(compiled)
 
 
+def _new_sources(before: set) -> list:
+    """The sources of the compiled loops made since `before` (a set of the loop keys)."""
+    loops = fused_elementwise_jit._loops
+    return [key[0] for key in set(loops) - before if loops[key]]
+
+
 def _same_bits(a, b):
     """Bitwise equal, signed zeros included; a nan matches a nan (IEEE leaves the sign and
     payload of an operation's nan open: which operand's nan a sum keeps varies)."""
@@ -608,8 +614,7 @@ def test_split_pieces_read_where_they_lie_same_bits(rows, dtype, wide_rows, monk
     (want, got), compiled = _run_both(build, feeds, monkeypatch)
     assert compiled
     _same_bits(want, got)
-    loops = fused_elementwise_jit._loops
-    sources = [key[0] for key in set(loops) - before if loops[key]]
+    sources = _new_sources(before)
     wide = [s for s in sources if f"r * {4 * width + extra} + " in s]
     assert bool(wide) == (rows or wide_rows)  # (the row loop reads the gates where they lie)
     assert width >= fused_elementwise_jit._WIDE_MIN_COLS
@@ -644,8 +649,7 @@ def test_a_joins_bias_gradient_summed_by_the_loop_same_bits(rows, dtype, monkeyp
     (want, got), compiled = _run_both(build, feeds, monkeypatch)
     assert compiled
     _same_bits(want, got)
-    loops = fused_elementwise_jit._loops
-    sources = [key[0] for key in set(loops) - before if loops[key]]
+    sources = _new_sources(before)
     assert any("bsum[j] = bsum[j] + catr[j]" in s for s in sources)
     monkeypatch.setattr(fused_elementwise, "_BIAS_GRADS", False)
     (_, kept), _ = _run_both(build, feeds, monkeypatch)
