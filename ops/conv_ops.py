@@ -4,6 +4,13 @@ DepthwiseConv2dNative with its backprops; their gradients and TF1 builders (`af.
 How they compute (CPU and GPU, written once against the device's array module).  Each
 kernel picks the first method that fits (measured at the LeNet sizes of
 benchmarks/conv_bench.py, 64x28x28x1 -> 5x5x32 -> pool -> 5x5x64):
+- oneDNN (ops/onednn.py; float32 host arrays, one group, either data format, any
+  geometry it accepts): the library TF's CPU build calls, a direct convolution.  LeNet's
+  layers on the 2-vCPU Intel Xeon: forward 2.5-2.8 ms against 4.4 spectral (second
+  layer), 0.3 against ~1.0 (first); input gradient 2.4 against 4.2; filter gradient 0.3
+  against 1.2 (first), 2.9 against ~4.3 without the forward's spectrum (second).  The
+  methods below take every other dtype, grouped convolutions, GPUs, and all of it where
+  oneDNN is not installed (`_ONEDNN`, ASYNCFLOW_ONEDNN=0).
 - Spectral (`_use_fft`: stride 1, a filter of 2+ taps, big enough, and fewer multiply-adds
   than direct): DFTs as GEMMs with cos/sin matrices, one real block GEMM per frequency and
   output part (see the section's comment).  5x5x32->64 on 14x14 (64 images), measured in
@@ -49,7 +56,7 @@ from asyncflow import graph as ops
 from asyncflow.deprecation import deprecated_argument_lookup
 from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import current_step
-from asyncflow.ops import array_ops, cnn_jit, space_ops
+from asyncflow.ops import array_ops, cnn_jit, onednn, space_ops
 from asyncflow.ops.math_helpers import strided_view
 from asyncflow.ops.math_ops import _builder_scope
 from asyncflow.registry import REQUIRED, TypeConstraint, register_op
@@ -457,6 +464,9 @@ def _place(xp, x, top: int, hp: int, left: int, wp: int):
 # and the filter gradient is X(f)^T conj(DY(f)) read back at the filter's KH x KW lags.
 # So one step transforms x, w and dy once each (`_memo` remembers them).  Float32
 # rounding is of the direct method's size (each output is a sum over the whole grid).
+
+# False: float32 convolutions do not go to oneDNN (A/B switch; ASYNCFLOW_ONEDNN=0 too).
+_ONEDNN = True
 
 # Use the spectral path when its multiply-adds are below this fraction of the direct
 # method's (tests raise it to cover small shapes) and the problem is at least this big.
@@ -1377,7 +1387,30 @@ def _grouped(xp, g: _Geom, fmt: str, one, slices, out_shape, out_dtype, filter_o
     return out
 
 
+def _on_onednn(xp, out_dtype, *arrays) -> bool:
+    """Whether a float32 convolution of these operands may go to oneDNN (ops/onednn.py)."""
+    f32 = np.dtype(np.float32)
+    return (
+        _ONEDNN
+        and xp is np
+        and np.dtype(out_dtype) == f32
+        and all(type(a) is np.ndarray and a.dtype == f32 for a in arrays)
+        and onednn.available()
+    )
+
+
+def _nhwc_c(a, fmt: str):
+    """`a` as a C-contiguous NHWC array (oneDNN's calls take every format in NHWC: its
+    blocked kernels skip the padding there, where on plain NCHW its gemm-based filter
+    gradient multiplies the padding's zeros, as our own paths and TF's Eigen kernels do)."""
+    return np.ascontiguousarray(to_nhwc(np, a, fmt))
+
+
 def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
+    if g.groups == 1 and _on_onednn(xp, out_dtype, x, w):
+        y = onednn.conv_forward(g, _nhwc_c(x, fmt), np.ascontiguousarray(w), "NHWC")
+        if y is not None:
+            return np.ascontiguousarray(from_nhwc(np, y, fmt))
     if g.groups == 1:
         return _conv2d_forward_one(xp, g, x, w, fmt, out_dtype)
 
@@ -1393,6 +1426,10 @@ def _conv2d_forward(xp, g: _Geom, x, w, fmt, out_dtype):
 
 
 def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
+    if g.groups == 1 and _on_onednn(xp, out_dtype, w, dy):
+        dx = onednn.conv_backward_data(g, np.ascontiguousarray(w), _nhwc_c(dy, fmt), "NHWC")
+        if dx is not None:
+            return np.ascontiguousarray(from_nhwc(np, dx, fmt))
     if g.groups == 1:
         return _conv2d_backprop_input_one(xp, g, w, dy, fmt, out_dtype)
 
@@ -1408,6 +1445,10 @@ def _conv2d_backprop_input(xp, g: _Geom, w, dy, fmt, out_dtype):
 
 
 def _conv2d_backprop_filter(xp, g: _Geom, x, dy, fmt, out_dtype):
+    if g.groups == 1 and _on_onednn(xp, out_dtype, x, dy):
+        dw = onednn.conv_backward_weights(g, _nhwc_c(x, fmt), _nhwc_c(dy, fmt), "NHWC")
+        if dw is not None:
+            return dw
     if g.groups == 1:
         return _conv2d_backprop_filter_one(xp, g, x, dy, fmt, out_dtype)
 

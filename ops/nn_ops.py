@@ -10,6 +10,9 @@ another axis there and back with Transpose (array_ops), as TF1 does.
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from asyncflow import dispatch as _dispatch
@@ -17,7 +20,7 @@ from asyncflow import dtypes, errors, tensor_shape
 from asyncflow import graph as ops
 from asyncflow.devices import cpu_budget
 from asyncflow.kernel_api import NOT_INLINE, template
-from asyncflow.ops import cnn_jit, conv_ops, eigen_reduce
+from asyncflow.ops import cnn_jit, conv_ops, eigen_reduce, onednn
 from asyncflow.ops import elementwise as _ew
 from asyncflow.ops.conv_ops import _each_part, _parts
 from asyncflow.ops.math_ops import _as_dtype, _builder_scope, _quiet, _shape_str, sigmoid, tanh
@@ -1187,8 +1190,75 @@ async def _spectral_run(ctx, x, w, bias, pool: bool):
     return await ctx.compute(conv_ops._in_step, token, fn, g, x, w, bias, pool, cost=cost)
 
 
+@functools.lru_cache(maxsize=8)
+def _zeros(size: int):
+    return np.zeros(size, np.float32)
+
+
+def _finite(a) -> bool:
+    """Whether float32 `a` holds no NaN or infinity: its dot product with zeros is then
+    0, and NaN otherwise (one BLAS pass, ~30 us for 1.6 MB)."""
+    flat = a.reshape(-1)
+    return math.isfinite(float(np.dot(flat, _zeros(flat.size))))
+
+
+def _onednn_bias_relu(g, x, w, bias, pool: bool):
+    """max(conv2d(x, w) + bias, 0) on oneDNN; with `pool`, (its 2x2 stride-2 max pooling,
+    the activation, each window's first-maximum code) by cnn_jit's loops in the same call
+    (pooled and code None while they are not compiled: the caller pools); None where
+    oneDNN does not take it.  The ReLU is oneDNN's post-op where every operand is finite
+    (then no sum is NaN); else np.maximum after it, as TF's Relu keeps a NaN where
+    oneDNN's gives 0."""
+    finite = _finite(x) and _finite(w) and _finite(bias)
+    y = onednn.conv_forward(g, x, w, "NHWC", bias, finite)
+    if y is None:
+        return None
+    if not finite:
+        np.maximum(y, 0, out=y)
+    if not pool:
+        return y
+    jit = cnn_jit.loops()
+    if jit is None or not cnn_jit.usable(y):
+        return None, y, None
+    pooled = np.empty((g.n, g.oh // 2, g.ow // 2, g.oc), np.float32)
+    code = np.empty(pooled.shape, np.uint8)
+    x6 = y.reshape(g.n, g.oh // 2, 2, g.ow // 2, 2, g.oc)
+
+    def part(s: int, e: int) -> None:
+        jit["_pool_2x2"](x6[s:e], pooled[s:e])
+        jit["_first_max_2x2"](x6[s:e], pooled[s:e], code[s:e])
+
+    _each_part(np, _parts(np, g.n, g.oh * g.ow * g.oc * 4), part)
+    return pooled, y, code
+
+
+async def _onednn_run(ctx, x, w, bias, pool: bool = False):
+    """max(conv2d(x, w) + bias, 0) on oneDNN, the bias and ReLU its post-ops (each value
+    as its Conv2D, then BiasAdd and Relu, compute it), with `pool` as `_onednn_bias_relu`
+    gives it; None where oneDNN does not take it."""
+    if not conv_ops._on_onednn(ctx.xp, ctx.attrs["T"].np_dtype, x, w, bias):
+        return None
+    if ctx.attrs["data_format"] != "NHWC" or x.ndim != 4 or w.ndim != 4 or bias.ndim != 1:
+        return None
+    if 0 in x.shape or 0 in w.shape or x.shape[3] != w.shape[2] or bias.shape[0] != w.shape[3]:
+        return None
+    g = conv_ops._Geom(ctx.attrs, x.shape, w.shape)  # (TF's errors for a bad geometry)
+    if 0 in g.out_nhwc() or g.groups != 1:
+        return None
+    ctx.device.check_alloc(g.n * g.oh * g.ow * g.oc, ctx.attrs["T"])
+    cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
+    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+    if pool and (g.oh % 2 or g.ow % 2):
+        return None
+    bias = np.ascontiguousarray(bias)
+    return await ctx.compute(_onednn_bias_relu, g, x, w, bias, pool, cost=cost)
+
+
 async def _conv_bias_relu_run(ctx, x, w, bias, loop: bool = True):
     x, w, bias = np.asarray(x), np.asarray(w), np.asarray(bias)
+    y = await _onednn_run(ctx, x, w, bias)
+    if y is not None:
+        return y
     direct = _direct_conv_loop(ctx, x, w, bias) if loop else None
     if direct is not None:
         fn, g = direct
@@ -1209,16 +1279,22 @@ async def _fused_conv2d_bias_add_relu(ctx, x, w, bias):
 @FusedConv2DBiasAddReluMaxPool.kernel("CPU")
 async def _fused_conv2d_bias_add_relu_max_pool(ctx, x, w, bias):
     x, w, bias = np.asarray(x), np.asarray(w), np.asarray(bias)
-    direct = _direct_conv_loop(ctx, x, w, bias, pool=True)
-    if direct is not None:
-        fn, g = direct
-        cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
-        return list(await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, True, cost=cost))
-    out = await _spectral_run(ctx, x, w, bias, True)
-    if out is not None:
+    out = await _onednn_run(ctx, x, w, bias, pool=True)
+    if out is not None and out[0] is not None:
         return list(out)
-    # (not the loop without the pool: a second specialisation would compile meanwhile)
-    y = await _conv_bias_relu_run(ctx, x, w, bias, loop=False)
+    if out is not None:  # (oneDNN's activation; cnn_jit's loops not compiled yet)
+        y = out[1]
+    else:
+        direct = _direct_conv_loop(ctx, x, w, bias, pool=True)
+        if direct is not None:
+            fn, g = direct
+            cost = float(g.n * g.oh * g.ow * g.kh * g.kw * g.c * x.itemsize)
+            return list(await ctx.compute(_conv_bias_relu, fn, g, x, w, bias, True, cost=cost))
+        out = await _spectral_run(ctx, x, w, bias, True)
+        if out is not None:
+            return list(out)
+        # (not the loop without the pool: a second specialisation would compile meanwhile)
+        y = await _conv_bias_relu_run(ctx, x, w, bias, loop=False)
     n, h, wd, _ = y.shape
     if h % 2 or wd % 2 or y.dtype.kind != "f":  # (the pass fuses even static sizes only)
         raise errors.InternalError(None, None, f"cannot code the pooling of {y.shape}")
@@ -1302,7 +1378,8 @@ def _pool_of(view, i: int) -> int | None:
 
 
 def _direct_conv_attrs(op) -> bool:
-    """Whether Conv2D `op` is of the kind cnn_jit's loop takes, as far as the graph says."""
+    """Whether Conv2D `op` is of the kind cnn_jit's loop, oneDNN or the spectral path
+    takes with its bias and ReLU, as far as the graph says."""
     if op._attr("T") != dtypes.float32 or op._attr("data_format") != "NHWC":
         return False
     if op._attr("padding") not in ("SAME", "VALID") or list(op._attr("strides")) != [1] * 4:
@@ -1314,6 +1391,8 @@ def _direct_conv_attrs(op) -> bool:
         return False
     if 0 < dims[2].value <= cnn_jit.CONV_MAX_C:
         return True
+    if conv_ops._ONEDNN and op.inputs[0].shape[-1].value == dims[2].value and onednn.available():
+        return True  # (oneDNN's convolution with the bias and ReLU: `_onednn_run`)
     return _FUSE_SPECTRAL and _spectral_attrs(op)
 
 

@@ -115,12 +115,20 @@ def test_conv2d_bias_add_relu_of_few_channels_becomes_one_node():
         ([None, 8, 8, 1], [3, 3, 1, 4], (1, 1, 1, 1), tf.float64),  # not float32
     ],
 )
-def test_conv2d_bias_add_relu_left_to_the_pair_fusion(xs, ws, strides, dtype):
+@pytest.mark.parametrize("use_onednn", [True, False])
+def test_conv2d_bias_add_relu_left_to_the_pair_fusion(
+    xs, ws, strides, dtype, use_onednn, monkeypatch
+):
+    from asyncflow.ops import conv_ops, onednn
+
+    monkeypatch.setattr(conv_ops, "_ONEDNN", use_onednn)
     with tf.Graph().as_default():
         x, _, y = _conv_layer(xs, ws, strides, dtype)
         p = _partition([y], [x])
         types = _apply(nn_ops.fuse_conv2d_bias_add_relu, p)
-        assert "_FusedConv2DBiasAddRelu" not in types and "Conv2D" in types
+        # (float32 of many channels, stride 1: oneDNN's kernel with the bias and ReLU)
+        fused = use_onednn and onednn.available() and xs[3] > 4 and dtype == tf.float32
+        assert ("_FusedConv2DBiasAddRelu" in types) == fused and ("Conv2D" in types) != fused
 
 
 def test_conv2d_seen_elsewhere_is_not_absorbed():

@@ -29,7 +29,10 @@ def _fresh_graph():
 @pytest.fixture(params=["default", "fft", "rows", "cols_t", "im2col"])
 def path(request, monkeypatch):
     """Force one layout: 'fft', 'rows' and 'cols_t' lower their thresholds to take every
-    shape they can; 'im2col' turns the others off."""
+    shape they can; 'im2col' turns the others off.  All but 'default' (where float32
+    goes to oneDNN, ops/onednn.py) are our own paths, oneDNN off."""
+    if request.param != "default":
+        monkeypatch.setattr(conv_ops, "_ONEDNN", False)
     if request.param == "fft":
         monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
         monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
@@ -62,9 +65,11 @@ def _geometry(size, k, s, d, padding, pads):
     return (size + lo + hi - eff) // s + 1, lo, hi
 
 
-def _reference(x, w, dy, strides, padding, dilations, pads=((0, 0), (0, 0))):
+def _reference(x, w, dy, strides, padding, dilations, pads=((0, 0), (0, 0)), skip=False):
     """Conv2D output, d(sum(y * dy))/dx and /dw by direct loops over window offsets
-    (NHWC, float64)."""
+    (NHWC, float64).  The padding's zeros are multiplied (TF's Eigen kernels: a NaN or
+    an infinity tap over them gives NaN), or with `skip` left out of every sum (oneDNN's,
+    TF's default kernels on x86)."""
     n, h, wd, c = x.shape
     kh, kw, _, oc = w.shape
     (sh, sw), (dh, dw) = strides, dilations
@@ -74,6 +79,8 @@ def _reference(x, w, dy, strides, padding, dilations, pads=((0, 0), (0, 0))):
     wp = max(wd + tw + bw, (ow - 1) * sw + (kw - 1) * dw + 1)
     xp = np.zeros((n, hp, wp, c))
     xp[:, th : th + h, tw : tw + wd] = x
+    inside = np.zeros((1, hp, wp, 1), bool)
+    inside[:, th : th + h, tw : tw + wd] = True
     y = np.zeros((n, oh, ow, oc))
     dxp = np.zeros_like(xp)
     dwr = np.zeros((kh, kw, c, oc))
@@ -84,11 +91,12 @@ def _reference(x, w, dy, strides, padding, dilations, pads=((0, 0), (0, 0))):
                 slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
                 slice(j * dw, j * dw + (ow - 1) * sw + 1, sw),
             )
-            y += xp[sl] @ w[i, j]
+            y += np.where(inside[sl], xp[sl] @ w[i, j], 0) if skip else xp[sl] @ w[i, j]
             if dy is None:
                 continue
             dxp[sl] += dy @ w[i, j].T
-            dwr[i, j] = np.einsum("nhwc,nhwo->co", xp[sl], dy)
+            dy_in = np.where(inside[sl], dy, 0) if skip else dy
+            dwr[i, j] = np.einsum("nhwc,nhwo->co", xp[sl], dy_in)
     return y, dxp[:, th : th + h, tw : tw + wd], dwr
 
 
@@ -216,7 +224,8 @@ def test_grouped_conv_paths_match_reference(case, fmt, path):
 @pytest.mark.parametrize("batch,method", [(8, "_real_images"), (1, "_rows_conv")])
 def test_lenet_layer2_paths(monkeypatch, batch, method):
     """The LeNet second layer (stride 1, 5x5, 32 -> 64 channels) goes spectral at batch
-    sizes where that pays, and through the rows layout below them."""
+    sizes where that pays, and through the rows layout below them (oneDNN off)."""
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)
     calls = []
     real = getattr(conv_ops, method)
     monkeypatch.setattr(conv_ops, method, lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -335,6 +344,7 @@ def test_max_pool_grad_non_finite_dy():
 def test_spectra_memo_sees_in_place_changes(monkeypatch):
     """The remembered spectra are keyed on contents: a variable updated in place and a
     fed array mutated between runs give fresh results, not the last step's."""
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (our own paths)
     monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
     monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
     xv = _RNG.uniform(-1, 1, (2, 6, 5, 3)).astype(np.float32)
@@ -361,6 +371,7 @@ def test_spectra_memo_within_a_step(monkeypatch):
     """Inside a step, the forward pass and both backprops transform x and dy once each
     (the memo keys on the array and the step, without comparing contents), and a
     variable input changed in place between steps is transformed afresh."""
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (our own paths)
     monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
     monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
     # Steps driven by this thread, kernels one after another: on a shared loop a conv
@@ -460,6 +471,7 @@ def test_a_non_finite_value_reaches_only_its_windows_outputs(bad, fmt, monkeypat
     path would mix it into every frequency of its image (NaN over all of it), so a
     non-finite operand takes the direct path; finite ones stay spectral.  (On the CPU:
     a GPU's spectral path is left spreading it, see conv_ops._finite.)"""
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (our own paths)
     monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
     monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
     spectra = []
@@ -497,3 +509,165 @@ def test_a_non_finite_value_reaches_only_its_windows_outputs(bad, fmt, monkeypat
             if spectral:
                 assert spectra  # (the finite run is the spectral path's)
     assert not np.isfinite(ref[1]).all() and np.isfinite(ref[1][0]).all()  # (dx: image 1 only)
+
+
+# -- oneDNN (ops/onednn.py) ----------------------------------------------------------------
+
+
+def _counting_onednn(monkeypatch):
+    """{kind: calls oneDNN took} for the three convolutions, counted as they return."""
+    from asyncflow.ops import onednn
+
+    taken = {"forward": 0, "data": 0, "weights": 0}
+    for name, kind in (
+        ("conv_forward", "forward"),
+        ("conv_backward_data", "data"),
+        ("conv_backward_weights", "weights"),
+    ):
+        real = getattr(onednn, name)
+
+        def counted(*a, _real=real, _kind=kind, **k):
+            out = _real(*a, **k)
+            taken[_kind] += out is not None
+            return out
+
+        monkeypatch.setattr(onednn, name, counted)
+    return taken
+
+
+def _onednn_or_skip():
+    import platform
+    import sys
+
+    from asyncflow.ops import onednn
+
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        pytest.skip("oneDNN's wheel is a dependency on Linux x86-64 only")
+    assert onednn.available(), onednn._state.get("failed")  # (a declared dependency)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("case", _CASES, ids=[c[0] for c in _CASES])
+def test_onednn_takes_float32_convolutions(case, fmt, monkeypatch):
+    """Every float32 geometry of the table goes to oneDNN, forward and both backprops, in
+    either data format, and gives the float64 reference's numbers."""
+    _onednn_or_skip()
+    taken = _counting_onednn(monkeypatch)
+    _, xs, ws, s, padding, d, pads = case
+    x, w = _RNG.uniform(-1, 1, xs), _RNG.uniform(-1, 1, ws)
+    pads = pads or ((0, 0),) * 2
+    y_ref, _, _ = _reference(x, w, None, s, padding, d, pads)
+    dy = _RNG.uniform(-1, 1, y_ref.shape)
+    _, dx_ref, dw_ref = _reference(x, w, dy, s, padding, d, pads)
+    kw = _attrs(s, padding, d, pads, fmt)
+    xc, wc = af.constant(_to(fmt, x).astype(np.float32)), af.constant(w.astype(np.float32))
+    dyc = af.constant(_to(fmt, dy).astype(np.float32))
+    with af.device("/cpu:0"):
+        y = conv_ops.conv2d(xc, wc, **kw)
+        dx = conv_ops.conv2d_backprop_input(list(_to(fmt, x).shape), wc, dyc, **kw)
+        dw = conv_ops.conv2d_backprop_filter(xc, list(ws), dyc, **kw)
+    with Session() as sess:
+        y_v, dx_v, dw_v = sess.run([y, dx, dw])
+    assert taken == {"forward": 1, "data": 1, "weights": 1}
+    assert y_v.dtype == dx_v.dtype == dw_v.dtype == np.float32
+    assert y_v.shape == _to(fmt, y_ref).shape and dx_v.shape == _to(fmt, x).shape
+    np.testing.assert_allclose(_from(fmt, y_v), y_ref, rtol=2e-5, atol=8e-5)
+    np.testing.assert_allclose(_from(fmt, dx_v), dx_ref, rtol=2e-5, atol=8e-5)
+    np.testing.assert_allclose(dw_v, dw_ref, rtol=2e-5, atol=1.6e-4)
+
+
+@pytest.mark.timeout(120)
+def test_onednn_lenet_sizes_and_other_dtypes(monkeypatch):
+    """LeNet's layers at a training batch go to oneDNN (its blocked kernels); float64 and
+    float16 keep our own paths."""
+    _onednn_or_skip()
+    taken = _counting_onednn(monkeypatch)
+    for xs, ws in (((16, 28, 28, 1), (5, 5, 1, 32)), ((16, 14, 14, 32), (5, 5, 32, 64))):
+        x, w = _RNG.uniform(-1, 1, xs), _RNG.uniform(-1, 1, ws)
+        dy = _RNG.uniform(-1, 1, (*xs[:3], ws[3]))
+        refs = _reference(x, w, dy, (1, 1), "SAME", (1, 1))
+        for dtype in (np.float32, np.float64):
+            xc, wc, dyc = (af.constant(v.astype(dtype)) for v in (x, w, dy))
+            with af.device("/cpu:0"):
+                outs = [
+                    conv_ops.conv2d(xc, wc, 1, "SAME"),
+                    conv_ops.conv2d_backprop_input(list(xs), wc, dyc, [1, 1, 1, 1], "SAME"),
+                    conv_ops.conv2d_backprop_filter(xc, list(ws), dyc, [1, 1, 1, 1], "SAME"),
+                ]
+            with Session() as sess:
+                got = sess.run(outs)
+            tol = 2e-5 if dtype == np.float32 else 1e-12
+            for g, r in zip(got, refs, strict=True):
+                assert g.dtype == dtype
+                np.testing.assert_allclose(g, r, rtol=tol, atol=tol * np.abs(r).max())
+    assert taken == {"forward": 2, "data": 2, "weights": 2}  # (float32's only)
+
+
+@pytest.mark.timeout(120)
+def test_onednn_calls_from_threads_at_once():
+    """The same primitives run from several threads at once (each call its own
+    scratchpad and memory objects) give each thread's own results, as run alone."""
+    import concurrent.futures
+
+    from asyncflow.ops import onednn
+
+    _onednn_or_skip()
+    attrs = {"data_format": "NHWC", "strides": [1] * 4, "padding": "SAME"}
+    xs = [_RNG.uniform(-1, 1, (8, 14, 14, 32)).astype(np.float32) for _ in range(4)]
+    w = _RNG.uniform(-1, 1, (5, 5, 32, 64)).astype(np.float32)
+    g = conv_ops._Geom(attrs, xs[0].shape, w.shape)
+    alone = [onednn.conv_forward(g, x, w, "NHWC", threads=1) for x in xs]
+
+    def many(i):
+        return [onednn.conv_forward(g, xs[i % 4], w, "NHWC", threads=1) for _ in range(5)]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(many, range(8)))
+    for i, runs in enumerate(results):
+        for y in runs:
+            np.testing.assert_array_equal(y, alone[i % 4])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_onednn_non_finite_values_as_tf_default_kernels(padding, bad, fmt, monkeypatch):
+    """On oneDNN (TF 2.21's default CPU kernels on x86) a NaN or an infinity in x, dy or
+    the filter reaches only the outputs whose windows hold it, and the padding takes no
+    part in any sum: a non-finite filter tap over it gives no NaN there (TF's Eigen
+    kernels, and our own paths, multiply its zeros)."""
+    _onednn_or_skip()
+    taken = _counting_onednn(monkeypatch)
+    xs, ws = (2, 9, 8, 3), (3, 3, 3, 4)
+    rng = np.random.default_rng(5)
+    xv, wv = rng.uniform(-1, 1, xs), rng.uniform(-1, 1, ws)
+    wv[1, 1, 2, 0] = 0.0  # an infinity at this tap: inf * 0 = NaN
+    y_shape = _reference(xv, wv, None, (1, 1), padding, (1, 1))[0].shape
+    dyv = rng.uniform(-1, 1, y_shape)
+    x_bad, dy_bad, w_bad = xv.copy(), dyv.copy(), wv.copy()
+    x_bad[1, 4, 4, 2] = bad
+    dy_bad[0, y_shape[1] - 1, 0, 3] = bad
+    w_bad[2, 0, 2, 3] = bad
+    to, back = (_to, _from) if fmt == "NCHW" else ((lambda f, a: a),) * 2
+    with af.device("/cpu:0"):
+        x = af.placeholder(af.float32, to(fmt, xv).shape)
+        dy = af.placeholder(af.float32, to(fmt, dyv).shape)
+        w = af.placeholder(af.float32, ws)
+        one = [1, 1, 1, 1]
+        y = conv_ops.conv2d(x, w, one, padding, data_format=fmt)
+        shape = list(to(fmt, xv).shape)
+        dx = conv_ops.conv2d_backprop_input(shape, w, dy, one, padding, data_format=fmt)
+        dw = conv_ops.conv2d_backprop_filter(x, list(ws), dy, one, padding, data_format=fmt)
+    runs = ((x_bad, wv, dyv), (xv, wv, dy_bad), (xv, w_bad, dyv))
+    with Session() as sess:
+        for xa, wa, dya in runs:
+            feed = {x: to(fmt, xa).astype(np.float32), w: wa.astype(np.float32)}
+            feed[dy] = to(fmt, dya).astype(np.float32)
+            y_v, dx_v, dw_v = sess.run([y, dx, dw], feed)
+            ref = _reference(xa, wa, dya, (1, 1), padding, (1, 1), skip=True)
+            assert any(not np.isfinite(r).all() for r in ref)
+            for got, r in zip((back(fmt, y_v), back(fmt, dx_v), dw_v), ref, strict=True):
+                _same_values(got.astype(np.float64), r, 1e-4)
+    assert taken == {"forward": 3, "data": 3, "weights": 3}

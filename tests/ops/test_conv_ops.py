@@ -367,6 +367,8 @@ def _run_with_types(fetches, feed_dict):
 def test_conv2d_bias_relu_fused(xs, ws, pad, compiled, monkeypatch):
     from asyncflow.ops import cnn_jit
 
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (the compiled loops' paths)
+
     if compiled and not cnn_jit.warm_conv(*ws):
         pytest.skip("numba is not installed")
     if not compiled:  # the loop not compiled (yet): Conv2D's and BiasAdd's kernels
@@ -418,13 +420,19 @@ def test_conv2d_bias_relu_fused_gradients():
     np.testing.assert_allclose(gwv, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_conv2d_bias_relu_float64_and_many_channels_keep_conv2d():
+@pytest.mark.parametrize("use_onednn", [True, False])
+def test_conv2d_bias_relu_float64_and_many_channels_keep_conv2d(use_onednn, monkeypatch):
+    from asyncflow.ops import onednn
+
+    # (float32 of many channels fuses for oneDNN's kernel where it is on)
+    monkeypatch.setattr(conv_ops, "_ONEDNN", use_onednn)
     for dtype, ws in ((np.float64, (3, 3, 2, 4)), (np.float32, (3, 3, 5, 4))):
         xs = (2, 6, 5, ws[2])
         x, w, b, y = _conv_bias_relu_graph(xs, ws, "SAME", dtype)
         xv = _RNG.uniform(-1, 1, xs)
         got, types = _run_with_types(y, {x: xv.astype(dtype)})
-        assert "Conv2D" in types and "_FusedConv2DBiasAddRelu" not in types
+        fused = dtype == np.float32 and use_onednn and onednn.available()
+        assert ("Conv2D" in types) != fused and ("_FusedConv2DBiasAddRelu" in types) == fused
         ref = np.maximum(_ref_conv(xv, w, (1, 1), "SAME", (1, 1)) + b, 0)
         tol = 1e-12 if dtype == np.float64 else 1e-5
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
@@ -453,6 +461,8 @@ def _ref_pool(y, padding):
 @pytest.mark.parametrize("xs,ws,pad,pool_pad", _FUSED_POOL, ids=lambda v: str(v))
 def test_conv2d_bias_relu_max_pool_fused(xs, ws, pad, pool_pad, compiled, monkeypatch):
     from asyncflow.ops import cnn_jit
+
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (the compiled loops' paths)
 
     if compiled and not (cnn_jit.warm_conv(*ws, pool=True) and cnn_jit.warm_conv(*ws)):
         pytest.skip("numba is not installed")
@@ -581,6 +591,8 @@ def _spectral_layer(xs, ws, pad, pool_pad):
 def test_conv2d_bias_relu_spectral_fused(xs, ws, pad, pool_pad, compiled, monkeypatch):
     from asyncflow.ops import cnn_jit, nn_ops
 
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (the compiled loops' paths)
+
     if compiled and not cnn_jit.warm():
         pytest.skip("numba is not installed")
     if not compiled:  # the loops not compiled (yet): Conv2D's, BiasAdd's, MaxPool's kernels
@@ -626,6 +638,7 @@ def test_conv2d_bias_relu_spectral_fused_gradients(monkeypatch):
 
     if not cnn_jit.warm():
         pytest.skip("numba is not installed")
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (the spectral path's)
     monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
     monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
     xs, ws, pad, pool_pad = _SPECTRAL[1]
@@ -648,3 +661,49 @@ def test_spectral_choice_of_the_pass_needs_static_sizes():
         x = af.placeholder(af.float32, xs)
         y = conv_ops.conv2d(x, af.zeros(ws), [1, 1, 1, 1], "SAME")
         assert nn_ops._spectral_attrs(y.op) == want
+
+
+# -- the fused layers on oneDNN (ops/onednn.py): the bias and ReLU its post-ops, the pool
+# and its code by cnn_jit's loops in the same call
+
+
+@pytest.mark.usefixtures("_on_cpu")
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("xs,ws,pad,pool_pad", _FUSED_POOL + _SPECTRAL, ids=lambda v: str(v))
+def test_conv2d_bias_relu_max_pool_on_onednn(xs, ws, pad, pool_pad, monkeypatch):
+    from asyncflow.ops import cnn_jit, nn_ops, onednn
+
+    if not onednn.available():
+        pytest.skip(f"oneDNN: {onednn._state.get('failed')}")
+    cnn_jit.warm()
+    calls = []
+    bias_relu = nn_ops._onednn_bias_relu
+    monkeypatch.setattr(
+        nn_ops, "_onednn_bias_relu", lambda *a: calls.append(a[-1]) or bias_relu(*a)
+    )
+    x, w, b, y, pooled, wt, bt = _spectral_layer(xs, ws, pad, pool_pad)
+    dys = (xs[0], *pooled.shape.as_list()[1:])
+    dy = af.constant(_RNG.standard_normal(dys).astype(np.float32))
+    grads = af.gradients(pooled, [wt, bt, x], grad_ys=dy)
+    xv = _RNG.uniform(-1, 1, xs).astype(np.float32)
+    xv[0, 1, 1, 0] = np.nan  # a direct convolution: NaN only where the windows hold it
+    if xs[0] > 1:
+        xv[1] = 0.25  # constant image: ties inside windows
+    fetches = [pooled, y, *grads]
+    got, types = _run_with_types(fetches, {x: xv})
+    even = not (y.shape.as_list()[1] % 2 or y.shape.as_list()[2] % 2)
+    fused = "_FusedConv2DBiasAddReluMaxPool" if even else "_FusedConv2DBiasAddRelu"
+    assert fused in types and "Conv2D" not in types
+    assert calls == [even]
+    ref = np.maximum(_ref_conv(xv.astype(np.float64), w, (1, 1), pad, (1, 1)) + b, 0)
+    assert np.isnan(ref).any() and not np.isnan(ref).all()
+    np.testing.assert_array_equal(np.isnan(got[1]), np.isnan(ref))
+    np.testing.assert_allclose(got[1], ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[0], _ref_pool(ref, pool_pad), rtol=1e-5, atol=1e-5)
+    # every value, the gradients' included, is the unfused layers' (Conv2D on oneDNN,
+    # BiasAdd + Relu, MaxPool, MaxPoolGrad + ReluGrad), bit for bit
+    monkeypatch.setattr(nn_ops, "_FUSE_CONV", False)
+    want, types = _run_with_types(fetches, {x: xv})
+    assert "Conv2D" in types and fused not in types
+    for a, e in zip(got, want):
+        np.testing.assert_array_equal(a, e)
