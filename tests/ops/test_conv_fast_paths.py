@@ -534,7 +534,11 @@ def test_non_finite_values_on_each_device_as_the_direct_method(
     holds it, an infinity times a zero tap NaN, the finite values as ever.  Sizes are
     ones the spectral path would take: the CPU takes it for finite operands, a GPU
     never (reading whether an operand is finite would block the calling thread on the
-    stream), and a GPU's kernels read nothing back to the host."""
+    stream), and a GPU's kernels read nothing back to the host.  The loops multiply the
+    padding's zeros, as TF 2.21's Eigen kernels do (TF_ENABLE_ONEDNN_OPTS=0: the same
+    NaN and infinities in all 81 outputs of the 27 bad runs here, NHWC); its oneDNN ones
+    (x86's default) skip the padding, so under SAME a non-finite filter tap's outputs
+    and dy's filter gradient differ there (12 of the 81)."""
     if device == "/gpu:0":
         request.getfixturevalue("fake_gpu")
     monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
