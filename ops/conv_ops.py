@@ -11,11 +11,12 @@ benchmarks/conv_bench.py, 64x28x28x1 -> 5x5x32 -> pool -> 5x5x64):
   against 1.2 (first), 2.9 against ~4.3 without the forward's spectrum (second).  The
   methods below take every other dtype, grouped convolutions, GPUs, and all of it where
   oneDNN is not installed (`_ONEDNN`, ASYNCFLOW_ONEDNN=0).
-- Spectral (`_use_fft`: stride 1, a filter of 2+ taps, big enough, and fewer multiply-adds
-  than direct): DFTs as GEMMs with cos/sin matrices, one real block GEMM per frequency and
-  output part (see the section's comment).  5x5x32->64 on 14x14 (64 images), measured in
-  isolation: forward 6 ms, input gradient 6 ms, filter gradient 4 ms with the spectra
-  remembered, against 13-16 ms each for the rows layout.
+- Spectral (host arrays only, see `_finite`; `_use_fft`: stride 1, a filter of 2+ taps,
+  big enough, and fewer multiply-adds than direct): DFTs as GEMMs with cos/sin matrices,
+  one real block GEMM per frequency and output part (see the section's comment).
+  5x5x32->64 on 14x14 (64 images), measured in isolation: forward 6 ms, input gradient
+  6 ms, filter gradient 4 ms with the spectra remembered, against 13-16 ms each for the
+  rows layout.
 - Rows layout (`_use_rows`: stride 1 in H, KW*C >= 48 and OC >= 8): the padded input
   laid out H outermost, windows copied along W only (KH times less than im2col), and KH
   GEMMs each reading a contiguous slice of that copy in place.  The input gradient (stride
@@ -497,9 +498,18 @@ def _finite(a) -> bool:
     infinity would reach every output of its image (an infinity as NaN), where TF's
     direct convolution reaches only the outputs whose windows hold it.  So the spectral
     callers take the direct path for a non-finite operand: the filter checked here, a
-    batch of images by its spectrum's zero frequency (`_spectrum_of`).  A device array
-    is taken as finite: reading its extremes would block the calling thread on the
-    GPU's stream, so a GPU's spectral path still spreads a NaN over its image (left)."""
+    batch of images by its spectrum's zero frequency (`_spectrum_of`).
+
+    Host arrays only: on a device the convolutions never go spectral (their callers ask
+    `xp is np`).  Knowing an operand finite before choosing the path would be a read
+    back to the host, holding the calling thread (the event loop's) until the GPU's
+    stream got there, and with it the host's lead over the device.  The direct paths
+    are exact for any values and ask a GPU for about as many launches: LeNet's second
+    layer at batch 64, as the stand-in counts it, forward, input and filter gradients
+    take 12, 13 and 8 kernel launches direct, against 9, 10 and 9 spectral, which also
+    uploaded 5, 5 and 6 DFT matrices per call from pageable memory (each a copy that
+    holds the calling thread on CUDA) and transformed x and dy afresh in each kernel
+    (`_memo` is the host's)."""
     if type(a) is not np.ndarray or not _CHECK_FINITE:
         return True
     return math.isfinite(float(a.min())) and math.isfinite(float(a.max()))
@@ -507,7 +517,7 @@ def _finite(a) -> bool:
 
 def _use_fft(g: _Geom, c: int, oc: int) -> bool:
     """Whether a stride-1 correlation of g's geometry with c -> oc channels goes spectral
-    (by its sizes; the caller checks its operands are finite: `_finite`)."""
+    (by its sizes; the caller checks its operands are host arrays and finite: `_finite`)."""
     if not (g.sh == g.sw == 1 and g.kh * g.kw > 1 and min(g.n, g.oh, g.ow, c, oc) > 0):
         return False
     direct = g.n * g.oh * g.ow * g.kh * g.kw * c * oc
@@ -1044,7 +1054,7 @@ def _conv2d_forward_one(xp, g: _Geom, x, w, fmt, out_dtype):
     ct = compute_dtype(x.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
     w = w.astype(ct, copy=False)
-    if _use_fft(g, g.c, g.oc) and _finite(w):
+    if xp is np and _use_fft(g, g.c, g.oc) and _finite(w):
         # y = x (placed at the padding offsets) correlated with w: X conj(W) per frequency
         l1, l2 = _fft_grid(g)
         try:
@@ -1210,7 +1220,7 @@ def _conv2d_backprop_input_one(xp, g: _Geom, w, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     dy = to_nhwc(xp, dy, fmt).astype(ct, copy=False)
     d2 = None
-    if _use_fft(g, g.oc, g.c) and _finite(w):
+    if xp is np and _use_fft(g, g.oc, g.c) and _finite(w):
         l1, l2 = _fft_grid(g)
         try:
             d2 = _spectrum_of(xp, "dy", dy, l1, l2)
@@ -1286,7 +1296,7 @@ def _conv2d_backprop_filter_one(xp, g: _Geom, x, dy, fmt, out_dtype):
     ct = compute_dtype(dy.dtype)
     x = to_nhwc(xp, x, fmt).astype(ct, copy=False)
     spectra = None
-    if _use_fft(g, g.c, g.oc):
+    if xp is np and _use_fft(g, g.c, g.oc):
         dy_nhwc = to_nhwc(xp, dy, fmt).astype(ct, copy=False)  # (dy stays in fmt: below)
         l1, l2 = _fft_grid(g)
         try:

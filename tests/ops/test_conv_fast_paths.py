@@ -8,12 +8,15 @@ every geometry (strides, dilations, SAME/VALID/EXPLICIT padding, NHWC/NCHW, dtyp
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import asyncflow as af
 from asyncflow import graph as ops
 from asyncflow import session as session_mod
+from asyncflow.devices import fake_cupy, gpu
 from asyncflow.ops import conv_ops, pooling_ops
 from asyncflow.session import Session
 
@@ -232,12 +235,15 @@ def test_lenet_layer2_paths(monkeypatch, batch, method):
     xv = _RNG.uniform(-1, 1, (batch, 14, 14, 32))
     wv = _RNG.uniform(-1, 1, (5, 5, 32, 64))
     dyv = _RNG.uniform(-1, 1, (batch, 14, 14, 64))
-    x, w, dy = (af.constant(v.astype(np.float32)) for v in (xv, wv, dyv))
-    outs = [
-        conv_ops.conv2d(x, w, 1, "SAME"),
-        conv_ops.conv2d_backprop_input([batch, 14, 14, 32], w, dy, [1, 1, 1, 1], "SAME"),
-        conv_ops.conv2d_backprop_filter(x, [5, 5, 32, 64], dy, [1, 1, 1, 1], "SAME"),
-    ]
+    # The CPU's choice (a GPU's convolutions never go spectral): pinned to the CPU, as on a
+    # machine with a GPU.
+    with af.device("/cpu:0"):
+        x, w, dy = (af.constant(v.astype(np.float32)) for v in (xv, wv, dyv))
+        outs = [
+            conv_ops.conv2d(x, w, 1, "SAME"),
+            conv_ops.conv2d_backprop_input([batch, 14, 14, 32], w, dy, [1, 1, 1, 1], "SAME"),
+            conv_ops.conv2d_backprop_filter(x, [5, 5, 32, 64], dy, [1, 1, 1, 1], "SAME"),
+        ]
     with Session() as sess:
         y, dx, dw = sess.run(outs)
     assert len(calls) == 2  # bpf: its own (filter-sized) inverse; rows: its own GEMMs
@@ -469,8 +475,8 @@ def test_a_non_finite_value_reaches_only_its_windows_outputs(bad, fmt, monkeypat
     """TF's direct convolution: a NaN or an infinity in x (or dy) reaches only the
     outputs (gradients) whose windows hold it, an infinity as an infinity.  The spectral
     path would mix it into every frequency of its image (NaN over all of it), so a
-    non-finite operand takes the direct path; finite ones stay spectral.  (On the CPU:
-    a GPU's spectral path is left spreading it, see conv_ops._finite.)"""
+    non-finite operand takes the direct path; finite ones stay spectral.  (On the CPU;
+    a GPU's convolutions never go spectral: the test below.)"""
     monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (our own paths)
     monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
     monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
@@ -671,3 +677,100 @@ def test_onednn_non_finite_values_as_tf_default_kernels(padding, bad, fmt, monke
             for got, r in zip((back(fmt, y_v), back(fmt, dx_v), dw_v), ref, strict=True):
                 _same_values(got.astype(np.float64), r, 1e-4)
     assert taken == {"forward": 3, "data": 3, "weights": 3}
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """The stand-in GPU, unless this process has a real one (make test-gpu)."""
+    if os.environ.get("ASYNCFLOW_FAKE_GPUS", "0") == "0" and gpu.unavailable_reason():
+        monkeypatch.setenv("ASYNCFLOW_FAKE_GPUS", "1")
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+# name, x shape (NHWC), filter shape, padding, dtype
+_NON_FINITE = [
+    ("same", (2, 9, 8, 3), (3, 3, 3, 4), "SAME", np.float32),
+    ("batch1_valid_f64", (1, 7, 6, 2), (2, 3, 2, 3), "VALID", np.float64),
+    ("odd_f16", (1, 5, 7, 3), (3, 2, 3, 2), "SAME", np.float16),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("device", ["/gpu:0", "/cpu:0"])
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("case", _NON_FINITE, ids=[c[0] for c in _NON_FINITE])
+def test_non_finite_values_on_each_device_as_the_direct_method(
+    case, bad, fmt, device, request, monkeypatch
+):
+    """A NaN or an infinity in x, dy or the filter gives what the direct method gives
+    (float64 loops), on a GPU as on the CPU: NaN or an infinity only where a window
+    holds it, an infinity times a zero tap NaN, the finite values as ever.  Sizes are
+    ones the spectral path would take: the CPU takes it for finite operands, a GPU
+    never (reading whether an operand is finite would block the calling thread on the
+    stream), and a GPU's kernels read nothing back to the host.  The loops multiply the
+    padding's zeros, as TF 2.21's Eigen kernels do (TF_ENABLE_ONEDNN_OPTS=0: the same
+    NaN and infinities in all 81 outputs of the 27 bad runs here, NHWC); its oneDNN ones
+    (x86's default) skip the padding, so under SAME a non-finite filter tap's outputs
+    and dy's filter gradient differ there (12 of the 81)."""
+    if device == "/gpu:0":
+        request.getfixturevalue("fake_gpu")
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (our own paths: oneDNN's test above)
+    monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
+    monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
+    spectra = []
+    real = conv_ops._spectrum_of
+    monkeypatch.setattr(
+        conv_ops, "_spectrum_of", lambda *a, **k: spectra.append(1) or real(*a, **k)
+    )
+    _, xs, ws, padding, dtype = case
+    rng = np.random.default_rng(3)
+    xv, wv = rng.uniform(-1, 1, xs), rng.uniform(-1, 1, ws)
+    n, h, wd, c = xs
+    kh, kw, _, oc = ws
+    wv[kh // 2, kw // 2, c - 1, 0] = 0.0  # an infinity at this tap: inf * 0 = NaN
+    y_shape = _reference(xv, wv, None, (1, 1), padding, (1, 1))[0].shape
+    dyv = rng.uniform(-1, 1, y_shape)
+    x_bad, dy_bad, w_bad = xv.copy(), dyv.copy(), wv.copy()
+    x_bad[n - 1, h // 2, wd // 2, c - 1] = bad
+    dy_bad[0, y_shape[1] - 1, 0, oc - 1] = bad
+    w_bad[kh - 1, 0, c - 1, oc - 1] = bad
+    nchw = fmt == "NCHW"
+    to = (lambda a: a.transpose(0, 3, 1, 2)) if nchw else (lambda a: a)
+    back = (lambda a: a.transpose(0, 2, 3, 1)) if nchw else (lambda a: a)
+    af_dtype = af.as_dtype(dtype)
+    with ops.device(device):
+        x = af.placeholder(af_dtype, to(xv).shape)
+        dy = af.placeholder(af_dtype, to(dyv).shape)
+        w = af.placeholder(af_dtype, ws)
+        one = [1, 1, 1, 1]
+        y = conv_ops.conv2d(x, w, one, padding, data_format=fmt)
+        dx = conv_ops.conv2d_backprop_input(
+            list(to(xv).shape), w, dy, one, padding, data_format=fmt
+        )
+        dw = conv_ops.conv2d_backprop_filter(x, list(ws), dy, one, padding, data_format=fmt)
+    tol = 3e-2 if dtype == np.float16 else 1e-4
+    runs = ((xv, wv, dyv), (x_bad, wv, dyv), (xv, wv, dy_bad), (xv, w_bad, dyv))
+    with Session() as sess:
+        for i, (xa, wa, dya) in enumerate(runs):
+            spectra.clear()
+            feed = {x: to(xa).astype(dtype), w: wa.astype(dtype), dy: to(dya).astype(dtype)}
+            if device == "/gpu:0" and os.environ.get("ASYNCFLOW_FAKE_GPUS"):
+                fake_cupy.reset_launches()
+            y_v, dx_v, dw_v = sess.run([y, dx, dw], feed)
+            assert y_v.dtype == dx_v.dtype == dw_v.dtype == dtype
+            ref = _reference(xa, wa, dya, (1, 1), padding, (1, 1))
+            for got, r in zip((back(y_v), back(dx_v), dw_v), ref, strict=True):
+                _same_values(got.astype(np.float64), r, tol)
+            if i:  # (each bad operand reaches some outputs, not all of them)
+                assert any(not np.isfinite(r).all() for r in ref)
+                assert all(np.isfinite(r).any() for r in ref)
+            if i == 1:  # (an infinity too: times the zero tap)
+                assert np.isnan(ref[0][..., 0]).any()
+            if device == "/cpu:0":
+                assert spectra or i  # (the finite run is the spectral path's)
+            else:
+                assert not spectra
+                if os.environ.get("ASYNCFLOW_FAKE_GPUS"):
+                    done = fake_cupy.launches()
+                    assert done["kernels"] and not done["sync"]

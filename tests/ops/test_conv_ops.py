@@ -420,6 +420,7 @@ def test_conv2d_bias_relu_fused_gradients():
     np.testing.assert_allclose(gwv, ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.parametrize("use_onednn", [True, False])
 def test_conv2d_bias_relu_float64_and_many_channels_keep_conv2d(use_onednn, monkeypatch):
     from asyncflow.ops import onednn
