@@ -16,11 +16,16 @@ each member its result.  Summing in one order on one task gives every member the
 bits.  Across tasks, parts and results travel as PUSH frames of the task services
 (`collective;` keys); `deliver` is what a service calls with one.
 
-An execution that gives up before its group completes (its step aborted or cancelled,
-its timeout passed) did not happen: its part is withdrawn and its number k is used
-again by the device's next execution, so the members stay in step.  With the leader on
-another task the withdrawal asks the leader, which drops the part unless the group has
-completed meanwhile; the device's next execution waits for that answer.
+An execution that gives up before its group completes (its timeout passed; in a plain
+session also its step aborted or cancelled) did not happen: its part is withdrawn and
+its number k is used again by the device's next execution, so the members stay in
+step.  With the leader on another task the withdrawal asks the leader, which drops the
+part unless the group has completed meanwhile; the device's next execution waits for
+that answer.  On a task, a member whose step fails (or is aborted) while it is in
+flight aborts its execution for the whole group instead, as TF's CollectiveExecutor
+StartAbort does, unless the group completed meanwhile: the leader fails the members
+waiting in it, and those still to come, with CancelledError naming the failure (a
+withdrawal would leave them waiting for, or pairing with, this task's next step).
 
 A step that fails before one of its members ran (its input failed, or never came):
 - on a task, that member's execution (its device's next number) is aborted for the
@@ -343,6 +348,7 @@ class _Collectives:
         # (TF's words: a V2 member, cancelled as its group forms, says "group")
         said = "op cancelled" if "instance_key" in ctx.attrs else "group is cancelled"
         gave_up = errors.CancelledError(None, None, said)
+        cancelled = False
         try:
             self._send_part(key, size, what, device, value)
             timeout = float(ctx.attrs.get("timeout_seconds") or 0)
@@ -355,15 +361,28 @@ class _Collectives:
                     )
                     raise gave_up from None
             return await future
+        except (asyncio.CancelledError, GeneratorExit):
+            # Its step failed, or was aborted.  (GeneratorExit: the step failed before
+            # the Task of its parked kernel first ran, and the executor closed the
+            # kernel: wait_for, thrown the cancellation, waits once more for `future`.)
+            cancelled = True
+            raise
         finally:
             self.waiting.pop((key, device), None)
             completed = future.done() and not future.cancelled()
             if not completed and session is not None:
                 self.spoil(session, gave_up, serial)
-            if not completed and self._leader() is None:
-                # Given up (timed out, cancelled with its step) before the group
-                # completed: completion here is synchronous (add_part), so the group
-                # did not complete.
+            in_flight = cancelled and not once and self.service is not None
+            if not completed and in_flight and step is not None:
+                # On a task, its step failed while the member was in flight: as TF's
+                # CollectiveExecutor::StartAbort, the execution is aborted for the whole
+                # group (not withdrawn: the others, waiting or to come, would wait for
+                # this device's next step, or pair with it).  Its number stays used.
+                step.on_failure(functools.partial(self._abort_in_flight, key, size, device))
+            elif not completed and self._leader() is None:
+                # Given up (timed out; in a plain session also cancelled with its
+                # step) before the group completed: completion here is synchronous
+                # (add_part), so the group did not complete.
                 self._give_back(count_key, key, device)
             elif not completed and not once:
                 # The leader is on another task: it says whether the group was still
@@ -467,6 +486,16 @@ class _Collectives:
                 self._heard(key, member)
         self._heard(key, device, tell=False)
 
+    def abort_incomplete(self, key: str, size: int, device: str, error) -> None:
+        """(The leader) `device`'s step failed while its member of execution `key` was
+        in flight: unless the group completed meanwhile (its part is no longer here),
+        that execution is aborted for every member, as by `abort_execution`."""
+        self._forget_aborted()
+        if key in self.aborted:
+            self._heard(key, device, tell=False)
+        elif device in self.parts.get(key, ()):
+            self.abort_execution(key, size, device, error)
+
     def _forget_aborted(self) -> None:
         """Forget the aborted executions whose lifetime has passed."""
         aborted = self.aborted
@@ -512,18 +541,26 @@ class _Collectives:
         if self.pending.get(count_key):
             return  # (a withdrawal in question: not knowing the next number, abort none)
         key = f"{group};{instance};{self._next_number(count_key)}"
-        first = str(getattr(error, "message", error)).split("\n", 1)[0]
-        reason = errors.CancelledError(
-            None, None,
-            f"{_ABORTED}the step of {device} failed before its collective ran: {first}",
-        )  # fmt: skip
+        self._tell_abort("x", key, size, device, _reason(device, "ran", error))
+
+    def _abort_in_flight(self, key: str, size: int, device: str, error) -> None:
+        """(The step failure callback of a member cancelled in flight on a task) its
+        execution `key` is aborted for the whole group, unless the group completed
+        meanwhile (the leader still holds the member's part: the parts and this
+        message travel to it in order)."""
+        self._tell_abort("y", key, size, device, _reason(device, "completed", error))
+
+    def _tell_abort(self, kind: str, key: str, size: int, device: str, reason) -> None:
         leader = self._leader()
         if leader is None:
-            self.abort_execution(key, size, device, reason)
+            if kind == "x":
+                self.abort_execution(key, size, device, reason)
+            else:
+                self.abort_incomplete(key, size, device, reason)
             return
         try:
             self.service.push_collective(
-                *leader, f"collective;x;{key};{size};{device}",
+                *leader, f"collective;{kind};{key};{size};{device}",
                 np.frombuffer(reason.message.encode(), np.uint8),
             )  # fmt: skip
         except errors.OpError:
@@ -613,6 +650,16 @@ def _combine(ranked: list, parts: dict) -> list:
     return [total] * n
 
 
+def _reason(device: str, before: str, error) -> errors.CancelledError:
+    """The error a failed step's member aborts its execution with, for the others."""
+    first = str(getattr(error, "message", error)).split("\n", 1)[0]
+    return errors.CancelledError(
+        None,
+        None,
+        f"{_ABORTED}the step of {device} failed before its collective {before}: {first}",
+    )
+
+
 _clock = time.monotonic  # (the aborted executions' lifetimes; tests move it on)
 
 _LOCAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> _Collectives
@@ -670,10 +717,11 @@ def deliver(service, key: str, value) -> None:
             cls = errors.InvalidArgumentError
         message = bytes(np.asarray(value, np.uint8)).decode()
         state.set_result(f"{group};{instance};{k}", device, cls(None, None, message))
-    elif kind == "x":
+    elif kind in ("x", "y"):  # (y: only if the group has not completed)
         _, _, group, instance, k, size, device = fields
         message = bytes(np.asarray(value, np.uint8)).decode()
-        state.abort_execution(
+        abort = state.abort_execution if kind == "x" else state.abort_incomplete
+        abort(
             f"{group};{instance};{k}",
             int(size),
             device,
