@@ -32,10 +32,12 @@ A step that fails before one of its members ran (its input failed, or never came
   whole group: the leader fails the members waiting in it, and those still to come,
   with CancelledError, so none pairs with the failed task's next step (and a member
   waiting in a later instance of the same step is released, not left to deadlock with
-  the next step's first instance).  Its keys: a V1 op's attrs, a V2 op's constant
-  inputs, else the key inputs that arrived in the failed step, else those of the
-  member's last execution on the task (none known: nothing is aborted, and the others
-  wait until their timeouts); a V3 member is not followed.
+  the next step's first instance).  While a withdrawal of that instance waits for its
+  answer (which says the next number), the abort waits for it too.  Its keys: a V1
+  op's attrs, a V2 op's constant inputs, else the key inputs that arrived in the
+  failed step, else those of the member's last execution on the task (none known:
+  nothing is aborted, and the others wait until their timeouts); a V3 member is not
+  followed.
 - in a plain session, as TF 2.21 does: a member that gave up, or a V1 member that was
   about to run (its inputs did not wait on the failure), spoils the session's
   collectives; its later collective kernels fail at once with the member's error class
@@ -259,6 +261,9 @@ class _Collectives:
         # device's next execution of that instance waits for it (count key -> futures).
         self.withdrawals: dict[tuple, tuple] = {}
         self.pending: dict[tuple, list] = {}
+        # The aborts of failed steps' unrun members that wait for those answers (which
+        # number is next): count key -> callables, called as the last answer comes.
+        self.deferred: dict[tuple, list] = {}
         self.parts: dict[str, dict] = {}  # instance -> {device: (what, value)}
         self.waiting: dict[tuple, asyncio.Future] = {}  # (instance, device) -> future
         # (the leader) executions aborted by a member whose step failed before it ran
@@ -326,9 +331,6 @@ class _Collectives:
             )
         step = current_step()
         serial = None if step is None else step.serial
-        unrun = ctx.kernel_state.get("unrun")
-        if unrun:
-            unrun.pop(serial, None)
         session = None if once or self.service is not None else ctx.session
         spoiled = None if session is None else self.spoiled.get(session)
         if spoiled is not None and spoiled[1] != serial:
@@ -342,6 +344,12 @@ class _Collectives:
         if not once and isinstance(instance, int):  # (what a failed step's member falls
             ctx.kernel_state["last_keys"] = (size, group, instance)  # back on: _step_keys)
         k = await self._take_slot(count_key)
+        # (Its number taken, the member is in flight: from here its own end sees to its
+        # execution, not _step_failed; cancelled while it waited for a withdrawal's
+        # answer, it took no number, and _step_failed aborts the one it would have.)
+        unrun = ctx.kernel_state.get("unrun")
+        if unrun:
+            unrun.pop(serial, None)
         key = f"{group};{instance};{k}"
         future = asyncio.get_running_loop().create_future()
         self.waiting[(key, device)] = future
@@ -416,6 +424,8 @@ class _Collectives:
             futures.remove(future)
         if not futures:
             self.pending.pop(count_key, None)
+            for abort in self.deferred.pop(count_key, ()):
+                abort()  # (before the next execution, woken below, takes a number)
         if not future.done():
             future.set_result(removed)
 
@@ -539,7 +549,11 @@ class _Collectives:
         device = ctx.device.name
         count_key = (device, group, instance)
         if self.pending.get(count_key):
-            return  # (a withdrawal in question: not knowing the next number, abort none)
+            # A withdrawal in question: which number is next is known with its answer
+            # (or when the next execution stops waiting for it), so abort then.
+            again = functools.partial(self.unrun_failed, ctx, size, group, instance, error)
+            self.deferred.setdefault(count_key, []).append(again)
+            return
         key = f"{group};{instance};{self._next_number(count_key)}"
         self._tell_abort("x", key, size, device, _reason(device, "ran", error))
 

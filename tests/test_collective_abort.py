@@ -325,6 +325,90 @@ def test_a_member_closed_before_its_task_first_ran_aborts_its_execution():
     assert not state.withdrawals and not state.free and state.counters == {(device, 7, 1): 1}
 
 
+def test_a_step_failing_while_its_member_waits_for_a_withdrawal_aborts_that_execution(
+    cluster2, monkeypatch
+):
+    # Task 1's member timed out and withdrew its part; the leader's answer (which says
+    # its next number) is held back, so its next step's member waits for it, and that
+    # step fails meanwhile.  Before, the member had left the failed step's watch as it
+    # started, took no number and aborted nothing: task 0's member of that step waited
+    # until its timeout (or paired with task 1's next step).  Now the abort waits for the
+    # answer and then aborts the number it says is next.
+    from asyncflow.ops import collective_ops
+
+    held, asked = [], threading.Event()
+    waiting, arrived = threading.Event(), threading.Event()
+    withdraw_part, take_slot = (
+        collective_ops._Collectives.withdraw_part, collective_ops._Collectives._take_slot
+    )  # fmt: skip
+    add_part = collective_ops._Collectives.add_part
+
+    def hold(self, key, device):
+        loop = asyncio.get_running_loop()
+        held.append(lambda: loop.call_soon_threadsafe(withdraw_part, self, key, device))
+        asked.set()
+
+    async def watched_slot(self, count_key):
+        if self.pending.get(count_key):
+            waiting.set()
+        return await take_slot(self, count_key)
+
+    def watched_part(self, key, size, what, device, value):
+        add_part(self, key, size, what, device, value)
+        if "/task:0/" in device:
+            arrived.set()
+
+    monkeypatch.setattr(collective_ops._Collectives, "withdraw_part", hold)
+    monkeypatch.setattr(collective_ops._Collectives, "_take_slot", watched_slot)
+    monkeypatch.setattr(collective_ops._Collectives, "add_part", watched_part)
+    graphs = {}
+    for i in range(2):
+        with af.Graph().as_default() as g:
+            with af.device(f"/job:worker/task:{i}/device:CPU:0"):
+                x = af.placeholder(af.float32, [2])
+                q = af.FIFOQueue(2, af.float32, shapes=[[2]])
+                put = q.enqueue(af.constant([np.nan, 0.0]))
+                mean = af.raw_ops.CollectiveReduce(
+                    input=x, group_size=2, group_key=7, instance_key=1, merge_op="Add",
+                    final_op="Div", subdiv_offsets=[0], timeout_seconds=0.3 if i else 5.0,
+                )  # fmt: skip
+                late = af.debugging.check_numerics(q.dequeue(), "bad late feed")
+        graphs[i] = (af.Session(cluster2[i].target, graph=g), x, put, mean, late)
+    sess0, x0, _, mean0, _ = graphs[0]
+    sess1, x1, put1, mean1, late1 = graphs[1]
+
+    def run(sess, fetches, feeds):
+        try:
+            return sess.run(fetches, feeds)
+        except af.errors.OpError as e:
+            return e
+
+    try:
+        timed_out = run(sess1, mean1, {x1: [1.0, 2.0]})  # alone: it times out
+        assert isinstance(timed_out, af.errors.DeadlineExceededError), timed_out
+        assert asked.wait(10) and len(held) == 1  # (its withdrawal, unanswered)
+        bad, out = _started(lambda: run(sess1, [mean1, late1], {x1: [1.0, 2.0]}))
+        assert waiting.wait(10)  # its member waits for the answer
+        sess1.run(put1)
+        bad.join(10)
+        assert isinstance(out["r"], af.errors.InvalidArgumentError), out["r"]
+        held.pop()()  # the leader answers now
+        late = run(sess0, mean0, {x0: [10.0, 20.0]})
+        assert isinstance(late, af.errors.CancelledError), late
+        assert "Collective ops is aborted by: the step of" in late.message
+        for step in range(2):  # the steps after pair (task 1's member comes second)
+            arrived.clear()
+            t, got = _started(lambda s=step: run(sess0, mean0, {x0: [10.0 * (s + 1)] * 2}))
+            assert arrived.wait(10)
+            mine = run(sess1, mean1, {x1: [1.0 * (step + 1)] * 2})
+            t.join(10)
+            want = [5.5 * (step + 1)] * 2
+            assert mine.tolist() == got["r"].tolist() == want, (mine, got)
+    finally:
+        for s, _, _, _, _ in graphs.values():
+            s.close()
+
+
 def test_a_task_whose_step_passes_its_deadline_before_its_member_aborts_that_execution(
     cluster2,
 ):
