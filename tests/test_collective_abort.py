@@ -370,7 +370,7 @@ def test_a_step_failing_while_its_member_waits_for_a_withdrawal_aborts_that_exec
                 put = q.enqueue(af.constant([np.nan, 0.0]))
                 mean = af.raw_ops.CollectiveReduce(
                     input=x, group_size=2, group_key=7, instance_key=1, merge_op="Add",
-                    final_op="Div", subdiv_offsets=[0], timeout_seconds=0.3 if i else 5.0,
+                    final_op="Div", subdiv_offsets=[0], timeout_seconds=1.0 if i else 5.0,
                 )  # fmt: skip
                 late = af.debugging.check_numerics(q.dequeue(), "bad late feed")
         graphs[i] = (af.Session(cluster2[i].target, graph=g), x, put, mean, late)
