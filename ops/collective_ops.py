@@ -16,21 +16,28 @@ each member its result.  Summing in one order on one task gives every member the
 bits.  Across tasks, parts and results travel as PUSH frames of the task services
 (`collective;` keys); `deliver` is what a service calls with one.
 
-An execution that gives up before its group completes (its step aborted or cancelled,
-its timeout passed) did not happen: its part is withdrawn and its number k is used
-again by the device's next execution, so the members stay in step.  With the leader on
-another task the withdrawal asks the leader, which drops the part unless the group has
-completed meanwhile; the device's next execution waits for that answer.
+An execution that gives up before its group completes (its timeout passed; in a plain
+session also its step aborted or cancelled) did not happen: its part is withdrawn and
+its number k is used again by the device's next execution, so the members stay in
+step.  With the leader on another task the withdrawal asks the leader, which drops the
+part unless the group has completed meanwhile; the device's next execution waits for
+that answer.  On a task, a member whose step fails (or is aborted) while it is in
+flight aborts its execution for the whole group instead, as TF's CollectiveExecutor
+StartAbort does, unless the group completed meanwhile: the leader fails the members
+waiting in it, and those still to come, with CancelledError naming the failure (a
+withdrawal would leave them waiting for, or pairing with, this task's next step).
 
 A step that fails before one of its members ran (its input failed, or never came):
 - on a task, that member's execution (its device's next number) is aborted for the
   whole group: the leader fails the members waiting in it, and those still to come,
   with CancelledError, so none pairs with the failed task's next step (and a member
   waiting in a later instance of the same step is released, not left to deadlock with
-  the next step's first instance).  Its keys: a V1 op's attrs, a V2 op's constant
-  inputs, else the key inputs that arrived in the failed step, else those of the
-  member's last execution on the task (none known: nothing is aborted, and the others
-  wait until their timeouts); a V3 member is not followed.
+  the next step's first instance).  While a withdrawal of that instance waits for its
+  answer (which says the next number), the abort waits for it too.  Its keys: a V1
+  op's attrs, a V2 op's constant inputs, else the key inputs that arrived in the
+  failed step, else those of the member's last execution on the task (none known:
+  nothing is aborted, and the others wait until their timeouts); a V3 member is not
+  followed.
 - in a plain session, as TF 2.21 does: a member that gave up, or a V1 member that was
   about to run (its inputs did not wait on the failure), spoils the session's
   collectives; its later collective kernels fail at once with the member's error class
@@ -254,6 +261,9 @@ class _Collectives:
         # device's next execution of that instance waits for it (count key -> futures).
         self.withdrawals: dict[tuple, tuple] = {}
         self.pending: dict[tuple, list] = {}
+        # The aborts of failed steps' unrun members that wait for those answers (which
+        # number is next): count key -> callables, called as the last answer comes.
+        self.deferred: dict[tuple, list] = {}
         self.parts: dict[str, dict] = {}  # instance -> {device: (what, value)}
         self.waiting: dict[tuple, asyncio.Future] = {}  # (instance, device) -> future
         # (the leader) executions aborted by a member whose step failed before it ran
@@ -321,9 +331,6 @@ class _Collectives:
             )
         step = current_step()
         serial = None if step is None else step.serial
-        unrun = ctx.kernel_state.get("unrun")
-        if unrun:
-            unrun.pop(serial, None)
         session = None if once or self.service is not None else ctx.session
         spoiled = None if session is None else self.spoiled.get(session)
         if spoiled is not None and spoiled[1] != serial:
@@ -337,12 +344,19 @@ class _Collectives:
         if not once and isinstance(instance, int):  # (what a failed step's member falls
             ctx.kernel_state["last_keys"] = (size, group, instance)  # back on: _step_keys)
         k = await self._take_slot(count_key)
+        # (Its number taken, the member is in flight: from here its own end sees to its
+        # execution, not _step_failed; cancelled while it waited for a withdrawal's
+        # answer, it took no number, and _step_failed aborts the one it would have.)
+        unrun = ctx.kernel_state.get("unrun")
+        if unrun:
+            unrun.pop(serial, None)
         key = f"{group};{instance};{k}"
         future = asyncio.get_running_loop().create_future()
         self.waiting[(key, device)] = future
         # (TF's words: a V2 member, cancelled as its group forms, says "group")
         said = "op cancelled" if "instance_key" in ctx.attrs else "group is cancelled"
         gave_up = errors.CancelledError(None, None, said)
+        cancelled = False
         try:
             self._send_part(key, size, what, device, value)
             timeout = float(ctx.attrs.get("timeout_seconds") or 0)
@@ -355,15 +369,28 @@ class _Collectives:
                     )
                     raise gave_up from None
             return await future
+        except (asyncio.CancelledError, GeneratorExit):
+            # Its step failed, or was aborted.  (GeneratorExit: the step failed before
+            # the Task of its parked kernel first ran, and the executor closed the
+            # kernel: wait_for, thrown the cancellation, waits once more for `future`.)
+            cancelled = True
+            raise
         finally:
             self.waiting.pop((key, device), None)
             completed = future.done() and not future.cancelled()
             if not completed and session is not None:
                 self.spoil(session, gave_up, serial)
-            if not completed and self._leader() is None:
-                # Given up (timed out, cancelled with its step) before the group
-                # completed: completion here is synchronous (add_part), so the group
-                # did not complete.
+            in_flight = cancelled and not once and self.service is not None
+            if not completed and in_flight and step is not None:
+                # On a task, its step failed while the member was in flight: as TF's
+                # CollectiveExecutor::StartAbort, the execution is aborted for the whole
+                # group (not withdrawn: the others, waiting or to come, would wait for
+                # this device's next step, or pair with it).  Its number stays used.
+                step.on_failure(functools.partial(self._abort_in_flight, key, size, device))
+            elif not completed and self._leader() is None:
+                # Given up (timed out; in a plain session also cancelled with its
+                # step) before the group completed: completion here is synchronous
+                # (add_part), so the group did not complete.
                 self._give_back(count_key, key, device)
             elif not completed and not once:
                 # The leader is on another task: it says whether the group was still
@@ -397,6 +424,8 @@ class _Collectives:
             futures.remove(future)
         if not futures:
             self.pending.pop(count_key, None)
+            for abort in self.deferred.pop(count_key, ()):
+                abort()  # (before the next execution, woken below, takes a number)
         if not future.done():
             future.set_result(removed)
 
@@ -467,6 +496,16 @@ class _Collectives:
                 self._heard(key, member)
         self._heard(key, device, tell=False)
 
+    def abort_incomplete(self, key: str, size: int, device: str, error) -> None:
+        """(The leader) `device`'s step failed while its member of execution `key` was
+        in flight: unless the group completed meanwhile (its part is no longer here),
+        that execution is aborted for every member, as by `abort_execution`."""
+        self._forget_aborted()
+        if key in self.aborted:
+            self._heard(key, device, tell=False)
+        elif device in self.parts.get(key, ()):
+            self.abort_execution(key, size, device, error)
+
     def _forget_aborted(self) -> None:
         """Forget the aborted executions whose lifetime has passed."""
         aborted = self.aborted
@@ -510,20 +549,32 @@ class _Collectives:
         device = ctx.device.name
         count_key = (device, group, instance)
         if self.pending.get(count_key):
-            return  # (a withdrawal in question: not knowing the next number, abort none)
+            # A withdrawal in question: which number is next is known with its answer
+            # (or when the next execution stops waiting for it), so abort then.
+            again = functools.partial(self.unrun_failed, ctx, size, group, instance, error)
+            self.deferred.setdefault(count_key, []).append(again)
+            return
         key = f"{group};{instance};{self._next_number(count_key)}"
-        first = str(getattr(error, "message", error)).split("\n", 1)[0]
-        reason = errors.CancelledError(
-            None, None,
-            f"{_ABORTED}the step of {device} failed before its collective ran: {first}",
-        )  # fmt: skip
+        self._tell_abort("x", key, size, device, _reason(device, "ran", error))
+
+    def _abort_in_flight(self, key: str, size: int, device: str, error) -> None:
+        """(The step failure callback of a member cancelled in flight on a task) its
+        execution `key` is aborted for the whole group, unless the group completed
+        meanwhile (the leader still holds the member's part: the parts and this
+        message travel to it in order)."""
+        self._tell_abort("y", key, size, device, _reason(device, "completed", error))
+
+    def _tell_abort(self, kind: str, key: str, size: int, device: str, reason) -> None:
         leader = self._leader()
         if leader is None:
-            self.abort_execution(key, size, device, reason)
+            if kind == "x":
+                self.abort_execution(key, size, device, reason)
+            else:
+                self.abort_incomplete(key, size, device, reason)
             return
         try:
             self.service.push_collective(
-                *leader, f"collective;x;{key};{size};{device}",
+                *leader, f"collective;{kind};{key};{size};{device}",
                 np.frombuffer(reason.message.encode(), np.uint8),
             )  # fmt: skip
         except errors.OpError:
@@ -613,6 +664,16 @@ def _combine(ranked: list, parts: dict) -> list:
     return [total] * n
 
 
+def _reason(device: str, before: str, error) -> errors.CancelledError:
+    """The error a failed step's member aborts its execution with, for the others."""
+    first = str(getattr(error, "message", error)).split("\n", 1)[0]
+    return errors.CancelledError(
+        None,
+        None,
+        f"{_ABORTED}the step of {device} failed before its collective {before}: {first}",
+    )
+
+
 _clock = time.monotonic  # (the aborted executions' lifetimes; tests move it on)
 
 _LOCAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> _Collectives
@@ -670,10 +731,11 @@ def deliver(service, key: str, value) -> None:
             cls = errors.InvalidArgumentError
         message = bytes(np.asarray(value, np.uint8)).decode()
         state.set_result(f"{group};{instance};{k}", device, cls(None, None, message))
-    elif kind == "x":
+    elif kind in ("x", "y"):  # (y: only if the group has not completed)
         _, _, group, instance, k, size, device = fields
         message = bytes(np.asarray(value, np.uint8)).decode()
-        state.abort_execution(
+        abort = state.abort_execution if kind == "x" else state.abort_incomplete
+        abort(
             f"{group};{instance};{k}",
             int(size),
             device,
