@@ -109,12 +109,63 @@ def _load_mkl() -> None:
         return
 
 
+# -- oneDNN's sgemm for one thread, where MKL is not installed ---------------------------
+#
+# oneDNN (a dependency on Linux x86-64 for its convolutions, ops/onednn.py) exports its
+# own sgemm, whose one-thread speed is MKL's: on the 2-vCPU Intel Xeon (AVX-512), hot,
+# medians of 30 alternating calls, us, oneDNN / MKL / OpenBLAS: [128,784]x[784,256]
+# 264 / 267 / 307, [128,256]x[784,256]^T 267 / 269 / 336, [784,128]^T x[128,256] 270 /
+# 271 / 283, [32,784]x[784,256] 70 / 72 / 103, [128,100]x[100,256] 38 / 37 / 45.  So
+# without the 700 MB `mkl` extra, float32 calls on one thread take oneDNN's (float64
+# keeps OpenBLAS: oneDNN has no dgemm).  Its signature is not cblas's, and its thread
+# count is GNU OpenMP's for the calling thread: a compiled function of cblas's signature
+# (numba's cfunc, made with the gemm call's other compiled code, on its background
+# thread) sets that count to one and calls it, so every path that calls the one-thread
+# gemm (ctypes, the compiled call, the pool's blocks) calls it.  Inside a pool's block
+# (a parallel region) oneDNN runs on that thread alone anyway.  ASYNCFLOW_BLAS=onednn
+# takes it even where MKL is installed (A/B).
+_ONEDNN_ONE = [False]  # [whether oneDNN's sgemm is the one-thread gemm once compiled]
+
+
+def _onednn_sgemm(numba):
+    """(cfunc of cblas_sgemm's signature calling oneDNN's sgemm on one thread, its
+    address), or None where oneDNN is not loaded."""
+    from numba import types
+
+    from asyncflow.ops import onednn
+
+    lib = onednn.library()
+    if lib is None:
+        return None
+    i8, i32, i64, ptr = ctypes.c_int8, ctypes.c_int, ctypes.c_int64, ctypes.c_void_p
+    sgemm = lib.dnnl_sgemm
+    sgemm.restype = i32
+    sgemm.argtypes = [i8, i8, i64, i64, i64, ctypes.c_float, ptr, i64, ptr, i64]
+    sgemm.argtypes += [ctypes.c_float, ptr, i64]
+    one_thread = ctypes.CDLL("libgomp.so.1").omp_set_num_threads
+    one_thread.restype, one_thread.argtypes = None, [i32]
+    n, t = ord("N"), ord("T")
+    t32, t64, f32, vp = types.int32, types.int64, types.float32, types.voidptr
+    signature = types.void(t32, t32, t32, t64, t64, t64, f32, vp, t64, vp, t64, f32, vp, t64)
+
+    def call(layout, ta, tb, m, n_, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        one_thread(1)
+        sgemm(t if ta == _TRANS else n, t if tb == _TRANS else n, m, n_, k, alpha, a, lda,
+              b, ldb, beta, c, ldc)  # fmt: skip
+
+    compiled = numba.cfunc(signature, nogil=True)(call)
+    return compiled, compiled.address
+
+
 def library() -> str:
-    """Whose gemm the calls here make: "openblas", "openblas+mkl" (MKL's for calls on
-    one thread), or "" (none found: callers keep NumPy's matmul)."""
+    """Whose gemm the calls here make: "openblas", "openblas+mkl" or "openblas+onednn"
+    (MKL's or oneDNN's for calls on one thread), or "" (none found: callers keep NumPy's
+    matmul)."""
     if not _fns:
         return ""
-    return "openblas+mkl" if _one_fns else "openblas"
+    if not _one_fns:
+        return "openblas"
+    return "openblas+onednn" if _ONEDNN_ONE[0] else "openblas+mkl"
 
 
 def _load() -> None:
@@ -131,7 +182,7 @@ def _load() -> None:
         except (OSError, AttributeError):
             continue
         _fns.update(_typed(pairs))
-        if _WANT != "openblas":
+        if _WANT not in ("openblas", "onednn"):
             _load_mkl()
         if os.environ.get("ASYNCFLOW_GEMM_BATCH", "") not in ("", "1"):
             return
@@ -342,6 +393,14 @@ def _build_gemm(numba):
         _ADDRESSES[dtype] = ctypes.cast(fn, ctypes.c_void_p).value
         if dtype in _one_fns:
             _ONE_ADDRESSES[dtype] = ctypes.cast(_one_fns[dtype], ctypes.c_void_p).value
+    f32 = np.dtype(np.float32)
+    if f32 in _fns and not _one_fns and _WANT != "openblas":
+        made = _onednn_sgemm(numba)
+        if made is not None:
+            loops["onednn_sgemm"], address = made
+            _ONE_ADDRESSES[f32] = address
+            _one_fns.update(_typed([(f32, made[0].ctypes, ctypes.c_float)]))
+            _ONEDNN_ONE[0] = True
     if np.dtype(np.float32) in _fns and jit_threads.may_launch():
         try:
             loops.update(_build_pool(numba))
@@ -618,7 +677,7 @@ def _gemm(
             except TypeError:  # (a C its signature leaves out: the call below)
                 cpu_budget.unpool()
         address = _ADDRESSES.get(c.dtype)
-        if _one_fns and cpu_budget.granted() == 1 and not cpu_budget.deterministic():
+        if c.dtype in _one_fns and cpu_budget.granted() == 1 and not cpu_budget.deterministic():
             fn = _one_fns[c.dtype]
             address = _ONE_ADDRESSES.get(c.dtype)
         jit = _JIT.get(_NAMES[c.dtype]) if _COMPILED_CALL else None  # (not `.name`: ~5 us)

@@ -43,7 +43,7 @@ import numpy as np
 from asyncflow.devices import cpu_budget
 from asyncflow.ops import jit_threads
 
-__all__ = ["available", "conv_backward_data", "conv_backward_weights", "conv_forward"]
+__all__ = ["available", "library", "conv_backward_data", "conv_backward_weights", "conv_forward"]
 
 _ENABLED = os.environ.get("ASYNCFLOW_ONEDNN", "") in ("", "1")
 _MAX_PRIMITIVES = 64
@@ -128,6 +128,11 @@ def _load():
         _state["omp_set_num_threads"] = gomp.omp_set_num_threads
         _state["lib"] = lib
         return lib
+
+
+def library():
+    """The loaded library (ctypes), or None where it cannot be used (module note)."""
+    return _load() if _ENABLED else None
 
 
 def available() -> bool:

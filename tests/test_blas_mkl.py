@@ -116,3 +116,54 @@ def test_mkl_values():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("ok")
+
+
+_ONEDNN_CHILD = """
+import numpy as np
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import blas, jit_threads
+assert blas.warm(timeout=120)
+assert blas.library() == "openblas+onednn", blas.library()
+f32 = np.dtype(np.float32)
+assert blas._single_address(f32) == blas._ONE_ADDRESSES[f32] != blas._ADDRESSES[f32]
+rng = np.random.default_rng(1)
+for dtype in (np.float32, np.float64):  # (float64: OpenBLAS's, oneDNN has no dgemm)
+    for ta, tb in [(False, False), (True, False), (False, True), (True, True)]:
+        a = rng.standard_normal((70, 90) if ta else (90, 70)).astype(dtype)
+        b = rng.standard_normal((60, 70) if tb else (70, 60)).astype(dtype)
+        want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b)
+        c = rng.standard_normal((90, 60)).astype(dtype)
+        c0 = c.copy()
+        cpu_budget.blas_single()  # granted one thread: the ctypes or compiled call
+        blas.gemm_into(c, a, b, ta, tb, 0.5, 2.0)
+        np.testing.assert_allclose(c, 0.5 * want + 2.0 * c0, rtol=1e-4, atol=1e-3)
+# the pool's blocks, each a one-thread call of it inside a parallel region
+a = rng.standard_normal((256, 784)).astype(np.float32)
+b = rng.standard_normal((784, 512)).astype(np.float32)
+want = a.astype(np.float64) @ b
+for _ in range(6):  # (the budget's first tries, both ways)
+    c = np.empty((256, 512), np.float32)
+    cpu_budget.call(blas.gemm_into, (c, a, b, False, False, 1.0, 0.0))
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-3)
+cpu_budget.restore_blas()
+print("pool" if jit_threads.usable() else "no pool", "ok")
+"""
+
+
+@pytest.mark.timeout(180)
+def test_onednn_sgemm_values():
+    """oneDNN's sgemm as the one-thread gemm (ASYNCFLOW_BLAS=onednn; the default where
+    the mkl extra is not installed), in a child process: its library, its address on
+    the pool's path, and the values of every transpose, alpha and beta."""
+    import platform
+
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        pytest.skip("oneDNN's wheel is a dependency on Linux x86-64 only")
+    pytest.importorskip("numba")
+    env = {**os.environ, "ASYNCFLOW_BLAS": "onednn"}
+    out = subprocess.run(
+        [sys.executable, "-c", _ONEDNN_CHILD], capture_output=True, text=True, env=env,
+        timeout=170,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("ok")
