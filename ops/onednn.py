@@ -46,7 +46,7 @@ from asyncflow.ops import jit_threads
 __all__ = ["available", "library", "conv_backward_data", "conv_backward_weights", "conv_forward"]
 
 _ENABLED = os.environ.get("ASYNCFLOW_ONEDNN", "") in ("", "1")
-_MAX_PRIMITIVES = 64
+_MAX_PRIMITIVES = 128
 
 # dnnl_types.h (oneDNN 3.x)
 _SUCCESS, _UNIMPLEMENTED = 0, 3
@@ -57,7 +57,6 @@ _TAG_ANY = 1
 _FORWARD_TRAINING, _FORWARD_INFERENCE = 64, 96
 _CONV_DIRECT = 1
 _ELTWISE_RELU = 0x20
-_QUERY_IMPL_INFO = 8
 _QUERY_WEIGHTS_MD = 131
 _QUERY_SCRATCHPAD_MD = 136
 _SCRATCHPAD_USER = 1
@@ -121,7 +120,7 @@ def _load():
             engine = _vp()
             _check(lib.dnnl_engine_create(ctypes.byref(engine), _CPU_ENGINE, ctypes.c_size_t(0)))
             gomp = ctypes.CDLL("libgomp.so.1")
-        except (OSError, AttributeError, RuntimeError) as e:
+        except (OSError, AttributeError, _Failed, _Declined) as e:
             _state["failed"] = f"{type(e).__name__}: {e}"
             return None
         _state["engine"] = engine
@@ -140,11 +139,16 @@ def available() -> bool:
     return _ENABLED and _load() is not None
 
 
+class _Failed(RuntimeError):
+    """A oneDNN call failed (out of memory, an argument it rejects): while a primitive is
+    made, the caller's own path takes the problem; while it runs, the kernel's error."""
+
+
 def _check(status: int) -> None:
     if status == _UNIMPLEMENTED:
         raise _Declined
     if status != _SUCCESS:
-        raise RuntimeError(f"oneDNN call failed with status {status}")
+        raise _Failed(f"oneDNN call failed with status {status}")
 
 
 def _stream():
@@ -368,8 +372,8 @@ def _prim(kind: tuple, make) -> _Prim | None:
                 _state["omp_set_num_threads"](kind[-1])  # (fixes the primitive's threads)
                 try:
                     p = make()
-                except _Declined:
-                    p = None
+                except (_Declined, _Failed):
+                    p = None  # (declined for good: the caller's own path, every time)
                 _cache[kind] = p
     return p
 

@@ -774,3 +774,29 @@ def test_non_finite_values_on_each_device_as_the_direct_method(
                 if os.environ.get("ASYNCFLOW_FAKE_GPUS"):
                     done = fake_cupy.launches()
                     assert done["kernels"] and not done["sync"]
+
+
+@pytest.mark.timeout(120)
+def test_onednn_declining_a_primitive_leaves_our_own_path(monkeypatch):
+    """A primitive oneDNN does not make (unimplemented, or an argument it rejects) is
+    remembered as declined, and the convolution takes our own path, every time."""
+    from asyncflow.ops import onednn
+
+    _onednn_or_skip()
+    made = []
+
+    def failing(*args):
+        made.append(1)
+        raise onednn._Failed("oneDNN call failed with status 2")
+
+    monkeypatch.setattr(onednn, "_cache", {})
+    monkeypatch.setattr(onednn, "_forward_prim", failing)
+    taken = _counting_onednn(monkeypatch)
+    x, w = _RNG.uniform(-1, 1, (2, 7, 6, 3)), _RNG.uniform(-1, 1, (3, 3, 3, 4))
+    y_ref = _reference(x, w, None, (1, 1), "SAME", (1, 1))[0]
+    with af.device("/cpu:0"):
+        y = conv_ops.conv2d(af.constant(x.astype(np.float32)), w.astype(np.float32), 1, "SAME")
+    with Session() as sess:
+        for _ in range(3):
+            np.testing.assert_allclose(sess.run(y), y_ref, rtol=2e-5, atol=8e-5)
+    assert made == [1] and taken["forward"] == 0
