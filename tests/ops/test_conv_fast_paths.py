@@ -800,3 +800,38 @@ def test_onednn_declining_a_primitive_leaves_our_own_path(monkeypatch):
         for _ in range(3):
             np.testing.assert_allclose(sess.run(y), y_ref, rtol=2e-5, atol=8e-5)
     assert made == [1] and taken["forward"] == 0
+
+
+_FORK_CHILD = """
+import os
+import numpy as np
+from asyncflow.devices import cpu_budget
+from asyncflow.ops import conv_ops, onednn
+attrs = {"data_format": "NHWC", "strides": [1] * 4, "padding": "SAME"}
+rng = np.random.default_rng(2)
+x = rng.uniform(-1, 1, (16, 14, 14, 32)).astype(np.float32)
+w = rng.uniform(-1, 1, (5, 5, 32, 64)).astype(np.float32)
+g = conv_ops._Geom(attrs, x.shape, w.shape)
+y0 = onednn.conv_forward(g, x, w, "NHWC", threads=2)  # (GNU OpenMP's team started)
+pid = os.fork()
+if pid == 0:
+    y = cpu_budget.call(onednn.conv_forward, (g, x, w, "NHWC"))
+    os._exit(0 if onednn._threads() == 1 and np.allclose(y, y0, rtol=1e-5, atol=1e-4) else 3)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_onednn_in_a_forked_child():
+    """A child forked after oneDNN ran on two OpenMP threads (whose team does not survive
+    the fork) makes its convolutions on one thread, and does not hang."""
+    import subprocess
+    import sys
+
+    _onednn_or_skip()
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK_CHILD], capture_output=True, text=True, timeout=100
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("child 0")
