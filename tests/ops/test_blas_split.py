@@ -11,8 +11,8 @@ from asyncflow.ops import blas
 pytestmark = pytest.mark.skipif(not blas.available(np.float32), reason="no BLAS found")
 
 
-@pytest.fixture
-def two_threads(monkeypatch):
+@pytest.fixture(params=["openblas", "one-thread gemm"])
+def two_threads(monkeypatch, request):
     monkeypatch.setattr(cpu_budget, "_budget", 2)
     monkeypatch.setattr(cpu_budget, "_CORES", 2)
     monkeypatch.setattr(cpu_budget, "threads_shared", lambda active=None: 2)
@@ -23,6 +23,10 @@ def two_threads(monkeypatch):
     monkeypatch.setattr(blas, "_SPLIT_MACS", 1 << 12)  # small products split too
     monkeypatch.setattr(blas, "_MIN_BLOCK_MACS", 1 << 10)
     monkeypatch.setattr(blas, "_MIN_SIDE", 1)
+    if request.param == "openblas":  # blocks on OpenBLAS's one thread
+        monkeypatch.setattr(blas, "_one_fns", {})
+    else:  # split even where MKL's or oneDNN's gemm is loaded: blocks on it
+        monkeypatch.setattr(blas, "_SPLIT_BESIDE_ONE", True)
     cpu_budget.blas_single()
     yield
     cpu_budget.restore_blas()
@@ -102,3 +106,48 @@ def test_split_only_beside_another_process(monkeypatch):
     monkeypatch.setattr(cpu_budget, "_blas_now", 0)
     monkeypatch.setattr(cpu_budget, "_set_blas_local", None)  # ASYNCFLOW_CPU_BUDGET=0
     assert not cpu_budget.split_allowed()
+
+
+def _recording_one_thread_gemm(monkeypatch, calls):
+    """A one-thread gemm (as MKL's or oneDNN's) that records each call's (m, n, k) and
+    computes with OpenBLAS's."""
+    real = blas._fns[np.dtype(np.float32)]
+
+    def one(*args):
+        calls.append(tuple(args[3:6]))
+        real(*args)
+
+    monkeypatch.setattr(blas, "_one_fns", {np.dtype(np.float32): one})
+    monkeypatch.setattr(blas, "_ONE_ADDRESSES", {})  # (the ctypes call, not the compiled)
+
+
+@pytest.mark.parametrize("m, k, n", [(300, 64, 96), (20, 48, 300), (1, 64, 300)])
+def test_no_split_beside_a_busy_process_where_a_one_thread_gemm_is_loaded(
+    two_threads, monkeypatch, m, k, n
+):
+    # MKL's or oneDNN's one thread beats the blocks there (issue 21): one call.
+    calls = []
+    _recording_one_thread_gemm(monkeypatch, calls)
+    monkeypatch.setattr(blas, "_SPLIT_BESIDE_ONE", False)
+    rng = np.random.default_rng(m * n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.empty((m, n), np.float32)
+    blas.gemm_into(c, a, b, False, False, 1.0, 0.0)
+    assert calls == [(m, n, k)]
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+
+
+def test_split_beside_a_busy_process_runs_blocks_on_the_one_thread_gemm(two_threads, monkeypatch):
+    calls = []
+    _recording_one_thread_gemm(monkeypatch, calls)
+    monkeypatch.setattr(blas, "_SPLIT_BESIDE_ONE", True)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((40, 67)).astype(np.float32)  # C [67,259]: column blocks (m < n)
+    b = rng.standard_normal((40, 259)).astype(np.float32)
+    c = rng.standard_normal((67, 259)).astype(np.float32)
+    want = 2.0 * (a.T @ b) + 0.5 * c
+    blas.gemm_into(c, a, b, True, False, 2.0, 0.5)
+    assert len(calls) >= 2 and sum(call[1] for call in calls) == 259  # column blocks
+    assert all(call[0] == 67 and call[2] == 40 for call in calls)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
