@@ -665,8 +665,6 @@ def _gemm(
     lda, ldb = a.shape[1], b.shape[1]
     size = c.itemsize
     split = split and cpu_budget.split_allowed() and not cpu_budget.deterministic()
-    if split and c.dtype in _one_fns and not _SPLIT_BESIDE_ONE:
-        split = False  # (MKL's or oneDNN's one thread beats the split: `_SPLIT_BESIDE_ONE`)
     blocks = _blocks(m, n, k) if split else None
     if blocks is None:
         pool = _pool("blocks", c.dtype)
@@ -692,8 +690,8 @@ def _gemm(
         fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
            c.ctypes.data, n)  # fmt: skip
         return
-    if c.dtype in _one_fns:  # (`_SPLIT_BESIDE_ONE`: each block on that one-thread gemm)
-        fn = _one_fns[c.dtype]
+    if c.dtype in _one_fns and _BLOCKS_ON_ONE:
+        fn = _one_fns[c.dtype]  # (MKL's or oneDNN's one thread: see `_BLOCKS_ON_ONE`)
     pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
     by_rows, count = blocks
 
@@ -730,16 +728,12 @@ def _gemm(
 # no more, and beside a spinning process their steps took half the wall time.
 # ASYNCFLOW_GEMM_SPLIT=0: one call each (OpenBLAS's threads, as the CPU budget sets them).
 _SPLIT_MACS = 1 << 24 if os.environ.get("ASYNCFLOW_GEMM_SPLIT", "") in ("", "1") else 1 << 62
-# Where MKL's or oneDNN's sgemm takes the calls on one thread (above), a product beside a
-# busy process is not split at all: one call on one thread takes less time than the
-# blocks, whose helper waits on the busy core's run queue (issue 21; ~1 ms a MLP step)
-# and whose work the driver's core saves little of (both cores' CPU: 4.0 ms a step
-# split, 3.0 not).  Beside one spinning process, in one process alternating
-# (benchmarks/models/contention_probe.py, --attr ..._SPLIT_BESIDE_ONE=True as A):
-# mlp 3.00 against 3.39 ms (8/8 rounds), autoencoder 5.27 against 5.81 (6/6); the
-# blocks on OpenBLAS's one-thread gemm, as before, mlp 3.61.  True: split there too,
-# each block on the one-thread gemm (A/B).
-_SPLIT_BESIDE_ONE = False
+# A split's blocks run on the one-thread gemm, MKL's or oneDNN's where loaded (above),
+# as the calls the budget gives one thread do: beside a spinning process on the 2-core
+# machine, when products still split there (one process alternating,
+# benchmarks/models/contention_probe.py), the MLP's step took 3.27 ms with the blocks on
+# MKL against 3.61 on OpenBLAS's one thread (6/6 rounds).  False: OpenBLAS's (A/B).
+_BLOCKS_ON_ONE = True
 _MIN_SIDE = 128
 _MIN_BLOCK_MACS = 1 << 20
 _MIN_ROWS = 64
