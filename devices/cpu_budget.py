@@ -236,10 +236,28 @@ def threads_blocks(active: int | None = None) -> int:
     BLAS's thread count (ASYNCFLOW_CPU_BUDGET=0, or no per-call control in this BLAS):
     blocks then call a BLAS that runs on all its threads, so each block on a thread of
     ours would put BLAS's threads times ours on the cores (a split product so took the
-    MLP 44 ms a step against 6.2 unsplit, see `split_allowed`)."""
-    if _set_blas_local is None or _sample_competing() >= _CORES:
+    MLP 44 ms a step against 6.2 unsplit, see `split_allowed`); and 1 while the only
+    core other processes leave free is the caller's (`_PARTS_ON_BUSY_CORES`)."""
+    if _set_blas_local is None:
+        return 1
+    competing = _sample_competing()
+    if competing >= _CORES or (
+        competing and _CORES - _side - competing < 2 and not _PARTS_ON_BUSY_CORES
+    ):
         return 1
     return threads_shared(active)
+
+
+# And 1 while no core other processes leave free is there for a helper besides the
+# caller's (two cores beside one busy process): as for the split of one product
+# (`split_allowed`, `_SPLIT_ON_BUSY_CORES`), the helper waits on the busy core's run
+# queue (the CNN's convolution parts beside a spinner: its helper ran 1.1 ms a step and
+# waited 1.0 on the run queue).  Beside one spinning process on the 2-core project
+# machine, in one process alternating (benchmarks/models/contention_probe.py, 12
+# rounds): the CNN 32.31 ms a step at 32.3 ms CPU against 32.95 at 33.8 with the parts
+# shared (0.981x, 12/12 rounds); the GAN and the autoencoder, which share no parts
+# there, 1.005x and 0.985x.  True: shared there too (A/B).
+_PARTS_ON_BUSY_CORES = False
 
 
 # -- BLAS's thread count ----------------------------------------------------------------

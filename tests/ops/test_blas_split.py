@@ -150,6 +150,7 @@ def test_no_split_where_the_helper_would_take_the_busy_core(two_threads, monkeyp
 def test_split_blocks_run_on_the_one_thread_gemm(two_threads, monkeypatch, cores, busy_cores_too):
     monkeypatch.setattr(cpu_budget, "_CORES", cores)
     monkeypatch.setattr(cpu_budget, "_SPLIT_ON_BUSY_CORES", busy_cores_too)
+    monkeypatch.setattr(cpu_budget, "_PARTS_ON_BUSY_CORES", busy_cores_too)
     monkeypatch.setattr(blas, "_BLOCKS_ON_ONE", True)
     calls = []
     _recording_one_thread_gemm(monkeypatch, calls)
