@@ -13,9 +13,11 @@ gemm on one BLAS thread, shared by the caller and the CPU budget's helper thread
 (`cpu_budget.parallel_for`): a helper the OS does not run leaves its blocks to the
 caller, where OpenBLAS's own threads split a product statically and spin, then wait for
 a partner another process has preempted (issue 21: the models' slowdown beside a busy
-process).  So a product is split only while another process's thread is runnable
-(`cpu_budget.split_allowed`): on a free machine OpenBLAS's own threads are faster (each
-block packs the other operand again), and the split's helper would take turns with
+process).  So a product is split only while another process's thread is runnable and
+a core it leaves free is there for the helper besides the caller's
+(`cpu_budget.split_allowed`; never on two cores beside one busy process, where the
+helper waited on the busy core's run queue): on a free machine OpenBLAS's own threads
+are faster (each block packs the other operand again), and the split's helper would take turns with
 OpenBLAS's idle thread, so there the CPU budget's two ways are one BLAS thread and all
 of them; "all of them", for a float32 product up to _POOL_MAX_MACS where numba's pool
 runs (ops/jit_threads.py), means blocks on the pool's threads, each on one BLAS thread
