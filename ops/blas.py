@@ -817,6 +817,18 @@ _SUM_PAIR = True
 _PAIR_FREE = True
 
 
+# A pair given one thread while another process holds a core (`threads_now`: the pool
+# takes no pair then) runs as two calls of MKL's or oneDNN's one-thread gemm where
+# loaded, not as OpenBLAS's batched call on one thread.  Beside a spinning process on
+# the 2-core machine, in one process alternating (benchmarks/models/contention_probe.py,
+# `_PAIR_ON_ONE=False` as B, 6 rounds, B/A, rounds B was faster): lstm_seqlen 1.088x
+# (0/6), lstm_static 1.075x (0/6), bilstm 1.095x (0/6), lstm_dynamic 1.044x (0/6).
+# Alone, where a pair given one thread (a kind measured small) also took them, the
+# steps moved both ways (lstm_static 1.037x, bilstm 0.983x, 6/6 each): so only beside
+# a busy process; alone then 0.98-1.02x (noise).
+_PAIR_ON_ONE = True
+
+
 def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, tb2, beta2):
     """c1 = op(a1) @ op(b1) + beta1 * c1 and c2 = op(a2) @ op(b2) + beta2 * c2, two
     independent products of one dtype `available`: float32 on the pool's two threads,
@@ -846,6 +858,14 @@ def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, t
                 cpu_budget.unpool()
     fn = _batch_fns.get(c1.dtype)
     gemms = ((c1, a1, b1, ta1, tb1, beta1), (c2, a2, b2, ta2, tb2, beta2))
+    if (
+        _PAIR_ON_ONE
+        and c1.dtype in _one_fns
+        and cpu_budget.granted() == 1
+        and not cpu_budget.deterministic()
+        and cpu_budget.threads_now() <= 1
+    ):
+        fn = None  # (two calls of MKL's or oneDNN's one-thread gemm: `_PAIR_ON_ONE`)
     if fn is None or not all(
         c.size * (a.shape[0] if ta else a.shape[1]) >= _BATCH_MIN_MACS
         for c, a, _b, ta, _tb, _beta in gemms
