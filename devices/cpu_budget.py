@@ -236,10 +236,28 @@ def threads_blocks(active: int | None = None) -> int:
     BLAS's thread count (ASYNCFLOW_CPU_BUDGET=0, or no per-call control in this BLAS):
     blocks then call a BLAS that runs on all its threads, so each block on a thread of
     ours would put BLAS's threads times ours on the cores (a split product so took the
-    MLP 44 ms a step against 6.2 unsplit, see `split_allowed`)."""
-    if _set_blas_local is None or _sample_competing() >= _CORES:
+    MLP 44 ms a step against 6.2 unsplit, see `split_allowed`); and 1 while the only
+    core other processes leave free is the caller's (`_PARTS_ON_BUSY_CORES`)."""
+    if _set_blas_local is None:
+        return 1
+    competing = _sample_competing()
+    if competing >= _CORES or (
+        competing and _CORES - _side - competing < 2 and not _PARTS_ON_BUSY_CORES
+    ):
         return 1
     return threads_shared(active)
+
+
+# And 1 while no core other processes leave free is there for a helper besides the
+# caller's (two cores beside one busy process): as for the split of one product
+# (`split_allowed`, `_SPLIT_ON_BUSY_CORES`), the helper waits on the busy core's run
+# queue (the CNN's convolution parts beside a spinner: its helper ran 1.1 ms a step and
+# waited 1.0 on the run queue).  Beside one spinning process on the 2-core project
+# machine, in one process alternating (benchmarks/models/contention_probe.py, 12
+# rounds): the CNN 32.31 ms a step at 32.3 ms CPU against 32.95 at 33.8 with the parts
+# shared (0.981x, 12/12 rounds); the GAN and the autoencoder, which share no parts
+# there, 1.005x and 0.985x.  True: shared there too (A/B).
+_PARTS_ON_BUSY_CORES = False
 
 
 # -- BLAS's thread count ----------------------------------------------------------------
@@ -367,6 +385,9 @@ def split_allowed() -> bool:
     is for (a helper the OS does not run leaves its blocks to the caller), and not
     while our BLAS runs on several threads.
 
+    And only while a core other processes leave free is there for the split's helper
+    (see `_SPLIT_ON_BUSY_CORES` below).
+
     On a free machine OpenBLAS's own threads beat the split ([128,512]x[512,512], 2
     cores: ~510 us on two BLAS threads, ~610 us split, ~680 us on one), and a split
     there costs the step more than its own time: its helper and OpenBLAS's idle thread,
@@ -378,7 +399,23 @@ def split_allowed() -> bool:
     on all of BLAS's threads: that MLP took 44 ms a step so, against 6.2 unsplit."""
     if _set_blas_local is None or _blas_now > 1:
         return False
-    return _sample_competing() > 0
+    competing = _sample_competing()
+    return competing > 0 and (_CORES - _side - competing >= 2 or _SPLIT_ON_BUSY_CORES)
+
+
+# ... but only while a core the other processes leave free is there for the helper
+# besides the caller's: on two cores beside one busy process the helper's only core is
+# the busy one, where it waits on the run queue (~1 ms a MLP step, /proc's schedstat)
+# while the caller's core saves little of the blocks' work (the MLP's step: 4.0 ms of
+# CPU split, 3.0 as one call each).  Beside one spinning process on the 2-core project
+# machine, in one process alternating (benchmarks/models/contention_probe.py, split as
+# B with `_SPLIT_ON_BUSY_CORES=True`): with MKL's one-thread gemm, mlp 2.99 against
+# 3.29 ms (6/6 rounds), gan 4.13 against 4.69 (6/6), autoencoder 5.27 against 5.81
+# (6/6); with oneDNN's (ASYNCFLOW_BLAS=onednn), mlp 2.99 against 3.20 (6/6); with
+# OpenBLAS's alone (ASYNCFLOW_BLAS=openblas), mlp 0.948x (6/6), gan 0.940x (6/6),
+# autoencoder 0.970x (4/6) the split's time; the VAE's and CNN's steps unchanged, and
+# alone nothing splits.  True: the split wherever another process runs (A/B).
+_SPLIT_ON_BUSY_CORES = False
 
 
 def restore_blas() -> None:

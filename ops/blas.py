@@ -13,9 +13,11 @@ gemm on one BLAS thread, shared by the caller and the CPU budget's helper thread
 (`cpu_budget.parallel_for`): a helper the OS does not run leaves its blocks to the
 caller, where OpenBLAS's own threads split a product statically and spin, then wait for
 a partner another process has preempted (issue 21: the models' slowdown beside a busy
-process).  So a product is split only while another process's thread is runnable
-(`cpu_budget.split_allowed`): on a free machine OpenBLAS's own threads are faster (each
-block packs the other operand again), and the split's helper would take turns with
+process).  So a product is split only while another process's thread is runnable and
+a core it leaves free is there for the helper besides the caller's
+(`cpu_budget.split_allowed`; never on two cores beside one busy process, where the
+helper waited on the busy core's run queue): on a free machine OpenBLAS's own threads
+are faster (each block packs the other operand again), and the split's helper would take turns with
 OpenBLAS's idle thread, so there the CPU budget's two ways are one BLAS thread and all
 of them; "all of them", for a float32 product up to _POOL_MAX_MACS where numba's pool
 runs (ops/jit_threads.py), means blocks on the pool's threads, each on one BLAS thread
@@ -690,6 +692,8 @@ def _gemm(
         fn(_ROW_MAJOR, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
            c.ctypes.data, n)  # fmt: skip
         return
+    if c.dtype in _one_fns and _BLOCKS_ON_ONE:
+        fn = _one_fns[c.dtype]  # (MKL's or oneDNN's one thread: see `_BLOCKS_ON_ONE`)
     pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
     by_rows, count = blocks
 
@@ -726,6 +730,12 @@ def _gemm(
 # no more, and beside a spinning process their steps took half the wall time.
 # ASYNCFLOW_GEMM_SPLIT=0: one call each (OpenBLAS's threads, as the CPU budget sets them).
 _SPLIT_MACS = 1 << 24 if os.environ.get("ASYNCFLOW_GEMM_SPLIT", "") in ("", "1") else 1 << 62
+# A split's blocks run on the one-thread gemm, MKL's or oneDNN's where loaded (above),
+# as the calls the budget gives one thread do: beside a spinning process on the 2-core
+# machine, when products still split there (one process alternating,
+# benchmarks/models/contention_probe.py), the MLP's step took 3.27 ms with the blocks on
+# MKL against 3.61 on OpenBLAS's one thread (6/6 rounds).  False: OpenBLAS's (A/B).
+_BLOCKS_ON_ONE = True
 _MIN_SIDE = 128
 _MIN_BLOCK_MACS = 1 << 20
 _MIN_ROWS = 64
@@ -807,6 +817,18 @@ _SUM_PAIR = True
 _PAIR_FREE = True
 
 
+# A pair given one thread while another process holds a core (`threads_now`: the pool
+# takes no pair then) runs as two calls of MKL's or oneDNN's one-thread gemm where
+# loaded, not as OpenBLAS's batched call on one thread.  Beside a spinning process on
+# the 2-core machine, in one process alternating (benchmarks/models/contention_probe.py,
+# `_PAIR_ON_ONE=False` as B, 6 rounds, B/A, rounds B was faster): lstm_seqlen 1.088x
+# (0/6), lstm_static 1.075x (0/6), bilstm 1.095x (0/6), lstm_dynamic 1.044x (0/6).
+# Alone, where a pair given one thread (a kind measured small) also took them, the
+# steps moved both ways (lstm_static 1.037x, bilstm 0.983x, 6/6 each): so only beside
+# a busy process; alone then 0.98-1.02x (noise).
+_PAIR_ON_ONE = True
+
+
 def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, tb2, beta2):
     """c1 = op(a1) @ op(b1) + beta1 * c1 and c2 = op(a2) @ op(b2) + beta2 * c2, two
     independent products of one dtype `available`: float32 on the pool's two threads,
@@ -836,6 +858,14 @@ def gemm_pair(c1, a1, b1, ta1: bool, tb1: bool, beta1: float, c2, a2, b2, ta2, t
                 cpu_budget.unpool()
     fn = _batch_fns.get(c1.dtype)
     gemms = ((c1, a1, b1, ta1, tb1, beta1), (c2, a2, b2, ta2, tb2, beta2))
+    if (
+        _PAIR_ON_ONE
+        and c1.dtype in _one_fns
+        and cpu_budget.granted() == 1
+        and not cpu_budget.deterministic()
+        and cpu_budget.threads_now() <= 1
+    ):
+        fn = None  # (two calls of MKL's or oneDNN's one-thread gemm: `_PAIR_ON_ONE`)
     if fn is None or not all(
         c.size * (a.shape[0] if ta else a.shape[1]) >= _BATCH_MIN_MACS
         for c, a, _b, ta, _tb, _beta in gemms

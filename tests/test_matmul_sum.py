@@ -172,6 +172,45 @@ def test_gemm_pair_matches_two_gemms(dtype, size):
 
 
 @needs_blas
+@pytest.mark.parametrize("busy", [True, False])
+@pytest.mark.parametrize("size", [1, 4])
+def test_gemm_pair_beside_a_busy_process_calls_the_one_thread_gemm_twice(monkeypatch, busy, size):
+    # Given one thread while another process holds a core: two calls of MKL's or
+    # oneDNN's one-thread gemm (faster than OpenBLAS's batched call on one thread),
+    # here a recording stand-in computing with OpenBLAS's; else as before.
+    real = blas._fns[np.dtype(np.float32)]
+    calls = []
+
+    def one(*args):
+        calls.append(tuple(args[3:6]))
+        real(*args)
+
+    monkeypatch.setattr(blas, "_one_fns", {np.dtype(np.float32): one})
+    monkeypatch.setattr(blas, "_ONE_ADDRESSES", {})  # (the ctypes call, not the compiled)
+    monkeypatch.setattr(blas, "_pool", lambda *args, **kwargs: None)
+    monkeypatch.setattr(cpu_budget, "threads_now", lambda active=None: 1 if busy else 2)
+    cpu_budget.blas_single()
+    try:
+        rng = np.random.default_rng(size)
+        m, n, k = 70 * size, 40 * size, 50 * size
+        a = rng.standard_normal((k, m)).astype(np.float32)
+        b = rng.standard_normal((n, k)).astype(np.float32)
+        pa = rng.standard_normal((33 * size, 21 * size)).astype(np.float32)
+        pb = rng.standard_normal((21 * size, 65 * size)).astype(np.float32)
+        c0 = rng.standard_normal((m, n)).astype(np.float32)
+        c, pc = c0.copy(), np.empty((33 * size, 65 * size), np.float32)
+        blas.gemm_pair(pc, pa, pb, False, False, 0.0, c, a, b, True, True, 1.0)
+        if busy or size == 1 or not blas._batch_fns:  # (size 1: small, two calls anyway)
+            assert calls == [(33 * size, 65 * size, 21 * size), (m, n, k)]
+        else:  # OpenBLAS's batched call
+            assert calls == []
+        np.testing.assert_allclose(c, c0 + a.T.astype(np.float64) @ b.T, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(pc, pa.astype(np.float64) @ pb, rtol=1e-4, atol=1e-3)
+    finally:
+        cpu_budget.restore_blas()
+
+
+@needs_blas
 def test_sum_of_products_against_finite_differences():
     # loss = |x1 @ w + x2.T @ w|^2 / 2: w's gradient is AddN of two products, checked
     # against central differences of the loss (float64).

@@ -17,13 +17,31 @@ def _sets_blas(n: int) -> int:  # stands for OpenBLAS's per-call control (never 
     raise AssertionError("threads_blocks only asks whether the budget sets BLAS's count")
 
 
-@pytest.mark.parametrize("competing", [0, 1])
-def test_blocks_are_shared_while_a_core_is_free(monkeypatch, competing):
+@pytest.mark.parametrize("cores, competing", [(2, 0), (3, 1), (4, 2)])
+def test_blocks_are_shared_while_a_core_is_free(monkeypatch, cores, competing):
     monkeypatch.setattr(cpu_budget, "_set_blas_local", _sets_blas)
-    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_CORES", cores)
     monkeypatch.setattr(cpu_budget, "_budget", 2)
     monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: competing)
     assert cpu_budget.threads_blocks(1) == cpu_budget.threads_shared(1) == 2
+
+
+def test_blocks_stay_with_the_caller_when_the_free_core_is_the_callers(monkeypatch):
+    # Two cores beside one busy process: a helper could only take the busy core, where
+    # it would wait on the run queue (issue 21).
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", _sets_blas)
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 1)
+    assert cpu_budget.threads_blocks(1) == 1
+    assert cpu_budget.threads_shared(1) == 2  # (other processes' load does not count)
+    monkeypatch.setattr(cpu_budget, "_CORES", 3)
+    monkeypatch.setattr(cpu_budget, "_side", 1)  # a side lane holds the third core
+    assert cpu_budget.threads_blocks(1) == 1
+    monkeypatch.setattr(cpu_budget, "_side", 0)
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_PARTS_ON_BUSY_CORES", True)  # (A/B: shared there too)
+    assert cpu_budget.threads_blocks(1) == 2
 
 
 @pytest.mark.parametrize("competing", [2, 5])
@@ -63,7 +81,8 @@ def test_a_split_product_is_the_same_on_one_thread_or_two(monkeypatch):
     monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: cpu_budget._CORES)
     cpu_budget.blas_single()
     alone = blas.matmul(a, b, False, False)
-    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 1)  # a core still free
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 1)
+    monkeypatch.setattr(cpu_budget, "_CORES", cpu_budget._CORES + 1)  # a core still free
     shared = blas.matmul(a, b, False, False)
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(alone, want, rtol=1e-4, atol=1e-4)

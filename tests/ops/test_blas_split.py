@@ -11,18 +11,22 @@ from asyncflow.ops import blas
 pytestmark = pytest.mark.skipif(not blas.available(np.float32), reason="no BLAS found")
 
 
-@pytest.fixture
-def two_threads(monkeypatch):
+@pytest.fixture(params=["openblas", "one-thread gemm"])
+def two_threads(monkeypatch, request):
     monkeypatch.setattr(cpu_budget, "_budget", 2)
-    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    # (products split only while another process holds a core, and a core it leaves
+    # free is there for the helper: cpu_budget.split_allowed)
+    monkeypatch.setattr(cpu_budget, "_CORES", 3)
     monkeypatch.setattr(cpu_budget, "threads_shared", lambda active=None: 2)
-    # (products split only while another process holds a core: cpu_budget.split_allowed)
     monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 1)
     if not cpu_budget.manages_blas():
         pytest.skip("the CPU budget does not set BLAS's threads: products are never split")
     monkeypatch.setattr(blas, "_SPLIT_MACS", 1 << 12)  # small products split too
     monkeypatch.setattr(blas, "_MIN_BLOCK_MACS", 1 << 10)
     monkeypatch.setattr(blas, "_MIN_SIDE", 1)
+    if request.param == "openblas":  # blocks on OpenBLAS's one thread
+        monkeypatch.setattr(blas, "_BLOCKS_ON_ONE", False)
+    # (else on MKL's or oneDNN's one-thread gemm where loaded)
     cpu_budget.blas_single()
     yield
     cpu_budget.restore_blas()
@@ -96,9 +100,66 @@ def test_split_only_beside_another_process(monkeypatch):
     monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
     assert not cpu_budget.split_allowed()
     monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 1)
+    monkeypatch.setattr(cpu_budget, "_CORES", 3)  # a core free for the helper
     assert cpu_budget.split_allowed()
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)  # the helper's only core is the busy one
+    assert not cpu_budget.split_allowed()
+    monkeypatch.setattr(cpu_budget, "_SPLIT_ON_BUSY_CORES", True)  # (A/B: split there too)
+    assert cpu_budget.split_allowed()
+    monkeypatch.setattr(cpu_budget, "_SPLIT_ON_BUSY_CORES", False)
+    monkeypatch.setattr(cpu_budget, "_CORES", 3)
+    monkeypatch.setattr(cpu_budget, "_side", 1)  # a side lane holds the free core
+    assert not cpu_budget.split_allowed()
+    monkeypatch.setattr(cpu_budget, "_side", 0)
     monkeypatch.setattr(cpu_budget, "_blas_now", 2)  # `call` chose BLAS's threads
     assert not cpu_budget.split_allowed()
     monkeypatch.setattr(cpu_budget, "_blas_now", 0)
     monkeypatch.setattr(cpu_budget, "_set_blas_local", None)  # ASYNCFLOW_CPU_BUDGET=0
     assert not cpu_budget.split_allowed()
+
+
+def _recording_one_thread_gemm(monkeypatch, calls):
+    """A one-thread gemm (as MKL's or oneDNN's) that records each call's (m, n, k) and
+    computes with OpenBLAS's."""
+    real = blas._fns[np.dtype(np.float32)]
+
+    def one(*args):
+        calls.append(tuple(args[3:6]))
+        real(*args)
+
+    monkeypatch.setattr(blas, "_one_fns", {np.dtype(np.float32): one})
+    monkeypatch.setattr(blas, "_ONE_ADDRESSES", {})  # (the ctypes call, not the compiled)
+
+
+@pytest.mark.parametrize("m, k, n", [(300, 64, 96), (20, 48, 300), (1, 64, 300)])
+def test_no_split_where_the_helper_would_take_the_busy_core(two_threads, monkeypatch, m, k, n):
+    # Two cores beside one busy process: one call on the caller's core (issue 21).
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    calls = []
+    _recording_one_thread_gemm(monkeypatch, calls)
+    rng = np.random.default_rng(m * n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.empty((m, n), np.float32)
+    blas.gemm_into(c, a, b, False, False, 1.0, 0.0)
+    assert calls == [(m, n, k)]
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("cores, busy_cores_too", [(3, False), (2, True)])
+def test_split_blocks_run_on_the_one_thread_gemm(two_threads, monkeypatch, cores, busy_cores_too):
+    monkeypatch.setattr(cpu_budget, "_CORES", cores)
+    monkeypatch.setattr(cpu_budget, "_SPLIT_ON_BUSY_CORES", busy_cores_too)
+    monkeypatch.setattr(cpu_budget, "_PARTS_ON_BUSY_CORES", busy_cores_too)
+    monkeypatch.setattr(blas, "_BLOCKS_ON_ONE", True)
+    calls = []
+    _recording_one_thread_gemm(monkeypatch, calls)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((40, 67)).astype(np.float32)
+    b = rng.standard_normal((40, 259)).astype(np.float32)
+    c = rng.standard_normal((67, 259)).astype(np.float32)
+    want = 2.0 * (a.T @ b) + 0.5 * c
+    blas.gemm_into(c, a, b, True, False, 2.0, 0.5)  # C [67,259]: column blocks (m < n)
+    assert len(calls) >= 2 and sum(call[1] for call in calls) == 259
+    assert all(call[0] == 67 and call[2] == 40 for call in calls)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
