@@ -304,15 +304,24 @@ def _forward_prim(g, fmt, bias: bool, relu: bool, training: bool, make=True) -> 
     return _finish(p, plain_w) if make else p
 
 
+def _backward(g, fmt):
+    """(the forward's descriptor, oneDNN's hint; a new _Prim holding the descriptors of
+    x (or dx), dy, TF's plain filter and any filter layout, in that order)."""
+    hint = _forward_prim(g, fmt, False, False, True, make=False)
+    p = _new_prim()
+    p.mds += [
+        _activation_md(g.n, g.c, g.h, g.w, fmt),
+        _activation_md(g.n, g.oc, g.oh, g.ow, fmt),
+        _filter_md(g.kh, g.kw, g.c, g.oc),
+        _md((g.oc, g.c, g.kh, g.kw)),
+    ]
+    return hint, p
+
+
 def _backward_data_prim(g, fmt) -> _Prim:
     lib, engine = _state["lib"], _state["engine"]
-    hint = _forward_prim(g, fmt, False, False, True, make=False)  # (oneDNN's hint)
-    p = _new_prim()
-    dx_md = _activation_md(g.n, g.c, g.h, g.w, fmt)
-    dy_md = _activation_md(g.n, g.oc, g.oh, g.ow, fmt)
-    plain_w = _filter_md(g.kh, g.kw, g.c, g.oc)
-    any_w = _md((g.oc, g.c, g.kh, g.kw))
-    p.mds += [dx_md, dy_md, plain_w, any_w]
+    hint, p = _backward(g, fmt)
+    dx_md, dy_md, plain_w, any_w = p.mds
     p.pd, attr = _vp(), _attr()
     try:
         _check(lib.dnnl_convolution_backward_data_primitive_desc_create(
@@ -329,13 +338,8 @@ def _backward_weights_prim(g, fmt) -> _Prim:
     """The filter gradient into the layout oneDNN chooses, and the reorder from it into
     TF's HWIO (in `reorder`: the other way round from the forward's)."""
     lib, engine = _state["lib"], _state["engine"]
-    hint = _forward_prim(g, fmt, False, False, True, make=False)
-    p = _new_prim()
-    x_md = _activation_md(g.n, g.c, g.h, g.w, fmt)
-    dy_md = _activation_md(g.n, g.oc, g.oh, g.ow, fmt)
-    plain_w = _filter_md(g.kh, g.kw, g.c, g.oc)
-    any_w = _md((g.oc, g.c, g.kh, g.kw))
-    p.mds += [x_md, dy_md, plain_w, any_w]
+    hint, p = _backward(g, fmt)
+    x_md, dy_md, plain_w, any_w = p.mds
     p.pd, attr = _vp(), _attr()
     try:
         _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(

@@ -469,6 +469,19 @@ def _same_values(got, ref, tol=1e-4):
     np.testing.assert_allclose(got[fin], ref[fin], rtol=tol, atol=tol)
 
 
+def _spectral_counted(monkeypatch) -> list:
+    """The spectral path for every shape it can take; a list that grows by one for each
+    spectrum made."""
+    monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
+    monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
+    spectra = []
+    real = conv_ops._spectrum_of
+    monkeypatch.setattr(
+        conv_ops, "_spectrum_of", lambda *a, **k: spectra.append(1) or real(*a, **k)
+    )
+    return spectra
+
+
 @pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_a_non_finite_value_reaches_only_its_windows_outputs(bad, fmt, monkeypatch):
@@ -478,13 +491,7 @@ def test_a_non_finite_value_reaches_only_its_windows_outputs(bad, fmt, monkeypat
     non-finite operand takes the direct path; finite ones stay spectral.  (On the CPU;
     a GPU's convolutions never go spectral: the test below.)"""
     monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (our own paths)
-    monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
-    monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
-    spectra = []
-    real = conv_ops._spectrum_of
-    monkeypatch.setattr(
-        conv_ops, "_spectrum_of", lambda *a, **k: spectra.append(1) or real(*a, **k)
-    )
+    spectra = _spectral_counted(monkeypatch)
     xv = _RNG.uniform(-1, 1, (2, 9, 8, 3))
     wv = _RNG.uniform(-1, 1, (3, 3, 3, 4))
     dyv = _RNG.uniform(-1, 1, (2, 9, 8, 4))
@@ -716,13 +723,7 @@ def test_non_finite_values_on_each_device_as_the_direct_method(
     if device == "/gpu:0":
         request.getfixturevalue("fake_gpu")
     monkeypatch.setattr(conv_ops, "_ONEDNN", False)  # (our own paths: oneDNN's test above)
-    monkeypatch.setattr(conv_ops, "_FFT_MIN_MACS", 0)
-    monkeypatch.setattr(conv_ops, "_FFT_MAX_RATIO", float("inf"))
-    spectra = []
-    real = conv_ops._spectrum_of
-    monkeypatch.setattr(
-        conv_ops, "_spectrum_of", lambda *a, **k: spectra.append(1) or real(*a, **k)
-    )
+    spectra = _spectral_counted(monkeypatch)
     _, xs, ws, padding, dtype = case
     rng = np.random.default_rng(3)
     xv, wv = rng.uniform(-1, 1, xs), rng.uniform(-1, 1, ws)

@@ -585,6 +585,15 @@ def _spectral_layer(xs, ws, pad, pool_pad):
     return x, w, b, y, pooled, wt, bt
 
 
+def _pooled_layer_grads(xs, ws, pad, pool_pad):
+    """`_spectral_layer`'s graph and the gradients of its pooled output (a random dy)
+    for the filter, the bias and x."""
+    x, w, b, y, pooled, wt, bt = _spectral_layer(xs, ws, pad, pool_pad)
+    dys = (xs[0], *pooled.shape.as_list()[1:])
+    dy = af.constant(_RNG.standard_normal(dys).astype(np.float32))
+    return x, w, b, y, pooled, af.gradients(pooled, [wt, bt, x], grad_ys=dy)
+
+
 @pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("compiled", [True, False])
@@ -605,10 +614,7 @@ def test_conv2d_bias_relu_spectral_fused(xs, ws, pad, pool_pad, compiled, monkey
     monkeypatch.setattr(
         conv_ops, "spectral_bias_relu", lambda *a: calls.append(a[-1]) or spectral(*a)
     )
-    x, w, b, y, pooled, wt, bt = _spectral_layer(xs, ws, pad, pool_pad)
-    dys = (xs[0], *pooled.shape.as_list()[1:])
-    dy = af.constant(_RNG.standard_normal(dys).astype(np.float32))
-    grads = af.gradients(pooled, [wt, bt, x], grad_ys=dy)
+    x, w, b, y, pooled, grads = _pooled_layer_grads(xs, ws, pad, pool_pad)
     xv = _RNG.uniform(-1, 1, xs).astype(np.float32)
     # (no NaN: the spectral path's transforms spread one over its image's outputs)
     if xs[0] > 1:
@@ -682,10 +688,7 @@ def test_conv2d_bias_relu_max_pool_on_onednn(xs, ws, pad, pool_pad, monkeypatch)
     monkeypatch.setattr(
         nn_ops, "_onednn_bias_relu", lambda *a: calls.append(a[-1]) or bias_relu(*a)
     )
-    x, w, b, y, pooled, wt, bt = _spectral_layer(xs, ws, pad, pool_pad)
-    dys = (xs[0], *pooled.shape.as_list()[1:])
-    dy = af.constant(_RNG.standard_normal(dys).astype(np.float32))
-    grads = af.gradients(pooled, [wt, bt, x], grad_ys=dy)
+    x, w, b, y, pooled, grads = _pooled_layer_grads(xs, ws, pad, pool_pad)
     xv = _RNG.uniform(-1, 1, xs).astype(np.float32)
     xv[0, 1, 1, 0] = np.nan  # a direct convolution: NaN only where the windows hold it
     if xs[0] > 1:
