@@ -382,12 +382,20 @@ def _prim(kind: tuple, make) -> _Prim | None:
     return p
 
 
+def _aligned(nbytes: int, dtype=np.uint8):
+    """A new buffer of `nbytes` whose data starts on a 64-byte boundary, as oneDNN's own
+    allocations do (its blocked layouts and scratchpads; NumPy's start on 16)."""
+    raw = np.empty(nbytes + 64, np.uint8)
+    skip = -raw.ctypes.data % 64
+    return raw[skip : skip + nbytes].view(dtype)
+
+
 def _execute(exe: _Exe, args) -> None:
     """Run `exe` with (argument, memory descriptor, NumPy array) triples, and a
     scratchpad of its own."""
     lib, engine = _state["lib"], _state["engine"]
     if exe.sp_size:
-        args = [*args, (_ARG_SCRATCHPAD, exe.sp_md, np.empty(exe.sp_size, np.uint8))]
+        args = [*args, (_ARG_SCRATCHPAD, exe.sp_md, _aligned(exe.sp_size))]
     mems = []
     try:
         for arg, md, a in args:
@@ -407,7 +415,7 @@ def _filter_in(p: _Prim, w, plain_w):
     """The filter in the primitive's layout (reordered into a new buffer if it differs)."""
     if p.reorder is None:
         return w
-    out = np.empty(p.w_size // 4, np.float32)
+    out = _aligned(p.w_size, np.float32)
     _execute(p.reorder, [(_ARG_SRC, plain_w, w), (_ARG_DST, p.w_md, out)])
     return out
 
@@ -418,11 +426,10 @@ def _suits(g, *arrays) -> bool:
     )  # fmt: skip
 
 
-def conv_forward(g, x, w, fmt: str, bias=None, relu: bool = False, out=None, threads=0):
+def conv_forward(g, x, w, fmt: str, bias=None, relu: bool = False, threads: int = 0):
     """TF's Conv2D of float32 x (C-contiguous, in `fmt`) and HWIO w on oneDNN, with
-    `bias` added and the ReLU applied when given, into `out` if given (C-contiguous,
-    the output's shape); on `threads` threads (0: the CPU budget's grant); None where
-    oneDNN does not take it."""
+    `bias` added and the ReLU applied when given; on `threads` threads (0: the CPU
+    budget's grant); None where oneDNN does not take it."""
     if not _suits(g, x, w) or (bias is not None and not _suits(g, bias)) or _load() is None:
         return None
     nthr = threads or _threads()
@@ -434,7 +441,7 @@ def conv_forward(g, x, w, fmt: str, bias=None, relu: bool = False, out=None, thr
             return None
         _state["omp_set_num_threads"](nthr)
         shape = (g.n, g.oh, g.ow, g.oc) if fmt == "NHWC" else (g.n, g.oc, g.oh, g.ow)
-        y = np.empty(shape, np.float32) if out is None else out
+        y = np.empty(shape, np.float32)
         x_md, y_md, plain_w = p.mds[0], p.mds[1], p.mds[2]
         args = [(_ARG_SRC, x_md, x), (_ARG_WEIGHTS, p.w_md, _filter_in(p, w, plain_w))]
         if bias is not None:
@@ -484,7 +491,7 @@ def conv_backward_weights(g, x, dy, fmt: str):
         _state["omp_set_num_threads"](nthr)
         x_md, dy_md, plain_w = p.mds[0], p.mds[1], p.mds[2]
         dw = np.empty((g.kh, g.kw, g.c, g.oc), np.float32)
-        blocked = dw if p.reorder is None else np.empty(p.w_size // 4, np.float32)
+        blocked = dw if p.reorder is None else _aligned(p.w_size, np.float32)
         _execute(p.prim, [(_ARG_SRC, x_md, x), (_ARG_DIFF_DST, dy_md, dy),
                           (_ARG_DIFF_WEIGHTS, p.w_md, blocked)])  # fmt: skip
         if p.reorder is not None:
