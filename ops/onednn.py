@@ -27,7 +27,8 @@ oneDNN chose) are made once per geometry and thread count and kept (`_cache`, at
 `_MAX_PRIMITIVES`).  Memory objects wrap the NumPy buffers for one call and are freed
 after it, so calls from several threads share nothing mutable.  The thread count is the
 CPU budget's grant to the call (`cpu_budget.granted()`; one in a forked child, whose
-OpenMP team is gone); oneDNN fixes a primitive's threads when it is made, hence the key.
+OpenMP team is gone, and under TF_DETERMINISTIC_OPS=1: the filter gradient's bits follow
+its thread count); oneDNN fixes a primitive's threads when it is made, hence the key.
 """
 
 from __future__ import annotations
@@ -251,14 +252,17 @@ def _geometry_dims(g):
     return strides, dilates, lo, hi
 
 
-def _finish(p: _Prim, plain_w) -> _Prim:
-    """The primitive made, and the reorder of the plain filter into its layout."""
+def _finish(p: _Prim, plain_w, gradient: bool = False) -> _Prim:
+    """The primitive made, and the reorder between TF's plain filter and the layout
+    oneDNN chose for it: into that layout for a filter read, out of it for the filter
+    gradient (`gradient`)."""
     lib = _state["lib"]
     p.prim = _Exe(p.pd)
-    chosen = _vp(lib.dnnl_primitive_desc_query_md(p.pd, _QUERY_WEIGHTS_MD, 0))
+    query = _QUERY_DIFF_WEIGHTS_MD if gradient else _QUERY_WEIGHTS_MD
+    chosen = _vp(lib.dnnl_primitive_desc_query_md(p.pd, query, 0))
     p.w_md, p.w_size = chosen, lib.dnnl_memory_desc_get_size(chosen)
     if not lib.dnnl_memory_desc_equal(plain_w, chosen):
-        _reorder(p, plain_w, chosen)
+        _reorder(p, *((chosen, plain_w) if gradient else (plain_w, chosen)))
     return p
 
 
@@ -336,7 +340,7 @@ def _backward_data_prim(g, fmt) -> _Prim:
 
 def _backward_weights_prim(g, fmt) -> _Prim:
     """The filter gradient into the layout oneDNN chooses, and the reorder from it into
-    TF's HWIO (in `reorder`: the other way round from the forward's)."""
+    TF's HWIO (`_finish`: the other way round from the forward's)."""
     lib, engine = _state["lib"], _state["engine"]
     hint, p = _backward(g, fmt)
     x_md, dy_md, plain_w, any_w = p.mds
@@ -349,16 +353,14 @@ def _backward_weights_prim(g, fmt) -> _Prim:
     finally:
         lib.dnnl_primitive_attr_destroy(attr)
     del hint
-    p.prim = _Exe(p.pd)
-    chosen = _vp(lib.dnnl_primitive_desc_query_md(p.pd, _QUERY_DIFF_WEIGHTS_MD, 0))
-    p.w_md, p.w_size = chosen, lib.dnnl_memory_desc_get_size(chosen)
-    if not lib.dnnl_memory_desc_equal(plain_w, chosen):
-        _reorder(p, chosen, plain_w)
-    return p
+    return _finish(p, plain_w, gradient=True)
 
 
 def _threads() -> int:
-    if jit_threads._forked[0]:
+    """The threads a call runs on: the CPU budget's grant; one in a forked child (its
+    OpenMP team is gone) and under TF_DETERMINISTIC_OPS=1 (a filter gradient's sums are
+    split by thread, so its last bits follow the thread count)."""
+    if jit_threads._forked[0] or cpu_budget.deterministic():
         return 1
     n = cpu_budget.granted() or cpu_budget.threads_now()
     return max(1, min(n, cpu_budget.cores()))

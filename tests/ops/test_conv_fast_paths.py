@@ -836,3 +836,27 @@ def test_onednn_in_a_forked_child():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("child 0")
+
+
+@pytest.mark.timeout(120)
+def test_onednn_filter_gradient_is_deterministic_on_one_thread(monkeypatch):
+    """Under TF_DETERMINISTIC_OPS=1 oneDNN's calls take one thread whatever the budget
+    grants, so the filter gradient, whose sums two threads split, has one set of bits."""
+    from asyncflow.devices import cpu_budget
+    from asyncflow.ops import onednn
+
+    _onednn_or_skip()
+    attrs = {"data_format": "NHWC", "strides": [1] * 4, "padding": "SAME"}
+    x = _RNG.standard_normal((4, 12, 10, 8)).astype(np.float32)
+    dy = _RNG.standard_normal((4, 12, 10, 16)).astype(np.float32)
+    g = conv_ops._Geom(attrs, x.shape, (3, 3, 8, 16))
+    one = onednn.conv_backward_weights(g, x, dy, "NHWC")  # (granted nothing: threads_now)
+    monkeypatch.setattr(cpu_budget, "_deterministic", True)
+    assert onednn._threads() == 1
+    want = None
+    for grant in (1, 2, 1, 2):
+        monkeypatch.setattr(cpu_budget, "granted", lambda grant=grant: grant)
+        got = onednn.conv_backward_weights(g, x, dy, "NHWC")
+        want = got if want is None else want
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(want, one, rtol=1e-5, atol=1e-4)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import platform
+import sys
 
 import numpy as np
 import pytest
@@ -594,6 +596,28 @@ def _pooled_layer_grads(xs, ws, pad, pool_pad):
     return x, w, b, y, pooled, af.gradients(pooled, [wt, bt, x], grad_ys=dy)
 
 
+def _run_fused_layer(fetches, feed, y):
+    """(the fetches' values, whether y's sizes are even) from a run whose plan has the
+    fused layer, with the pool where even, and no Conv2D."""
+    got, types = _run_with_types(fetches, feed)
+    even = not (y.shape.as_list()[1] % 2 or y.shape.as_list()[2] % 2)
+    fused = "_FusedConv2DBiasAddReluMaxPool" if even else "_FusedConv2DBiasAddRelu"
+    assert fused in types and "Conv2D" not in types
+    return got, even
+
+
+def _assert_unfused_alike(got, fetches, feed):
+    """The same fetches from a run with the layers unfused (a switch the caller set) are
+    `got`, bit for bit."""
+    want, types = _run_with_types(fetches, feed)
+    assert (
+        "Conv2D" in types
+        and not {"_FusedConv2DBiasAddRelu", "_FusedConv2DBiasAddReluMaxPool"} & types
+    )
+    for a, e in zip(got, want):
+        np.testing.assert_array_equal(a, e)
+
+
 @pytest.mark.usefixtures("_on_cpu")
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("compiled", [True, False])
@@ -620,10 +644,7 @@ def test_conv2d_bias_relu_spectral_fused(xs, ws, pad, pool_pad, compiled, monkey
     if xs[0] > 1:
         xv[1] = 0.25  # constant image: ties inside windows
     fetches = [pooled, y, *grads]
-    got, types = _run_with_types(fetches, {x: xv})
-    even = not (y.shape.as_list()[1] % 2 or y.shape.as_list()[2] % 2)
-    fused = "_FusedConv2DBiasAddReluMaxPool" if even else "_FusedConv2DBiasAddRelu"
-    assert fused in types and "Conv2D" not in types
+    got, even = _run_fused_layer(fetches, {x: xv}, y)
     assert calls == ([even] if compiled else [])
     ref = np.maximum(_ref_conv(xv.astype(np.float64), w, (1, 1), pad, (1, 1)) + b, 0)
     assert got[1].dtype == np.float32
@@ -632,10 +653,7 @@ def test_conv2d_bias_relu_spectral_fused(xs, ws, pad, pool_pad, compiled, monkey
     # every value, the gradients' included, is the unfused layers' (Conv2D on the same
     # spectral path, BiasAdd + Relu, MaxPool, MaxPoolGrad + ReluGrad), bit for bit
     monkeypatch.setattr(nn_ops, "_FUSE_SPECTRAL", False)
-    want, types = _run_with_types(fetches, {x: xv})
-    assert "Conv2D" in types and fused not in types
-    for a, e in zip(got, want):
-        np.testing.assert_array_equal(a, e)
+    _assert_unfused_alike(got, fetches, {x: xv})
 
 
 @pytest.mark.usefixtures("_on_cpu")
@@ -678,11 +696,16 @@ def test_spectral_choice_of_the_pass_needs_static_sizes():
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("xs,ws,pad,pool_pad", _FUSED_POOL + _SPECTRAL, ids=lambda v: str(v))
 def test_conv2d_bias_relu_max_pool_on_onednn(xs, ws, pad, pool_pad, monkeypatch):
+    from asyncflow.devices import cpu_budget
     from asyncflow.ops import cnn_jit, nn_ops, onednn
 
-    if not onednn.available():
-        pytest.skip(f"oneDNN: {onednn._state.get('failed')}")
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        pytest.skip("oneDNN's wheel is a dependency on Linux x86-64 only")
+    assert onednn.available(), onednn._state.get("failed")  # (a declared dependency)
     cnn_jit.warm()
+    # One thread for every call of both runs (TF_DETERMINISTIC_OPS=1): oneDNN's filter
+    # gradient splits its sums by thread, so its last bits follow the budget's choice.
+    monkeypatch.setattr(cpu_budget, "_deterministic", True)
     calls = []
     bias_relu = nn_ops._onednn_bias_relu
     monkeypatch.setattr(
@@ -694,10 +717,7 @@ def test_conv2d_bias_relu_max_pool_on_onednn(xs, ws, pad, pool_pad, monkeypatch)
     if xs[0] > 1:
         xv[1] = 0.25  # constant image: ties inside windows
     fetches = [pooled, y, *grads]
-    got, types = _run_with_types(fetches, {x: xv})
-    even = not (y.shape.as_list()[1] % 2 or y.shape.as_list()[2] % 2)
-    fused = "_FusedConv2DBiasAddReluMaxPool" if even else "_FusedConv2DBiasAddRelu"
-    assert fused in types and "Conv2D" not in types
+    got, even = _run_fused_layer(fetches, {x: xv}, y)
     assert calls == [even]
     ref = np.maximum(_ref_conv(xv.astype(np.float64), w, (1, 1), pad, (1, 1)) + b, 0)
     assert np.isnan(ref).any() and not np.isnan(ref).all()
@@ -707,7 +727,4 @@ def test_conv2d_bias_relu_max_pool_on_onednn(xs, ws, pad, pool_pad, monkeypatch)
     # every value, the gradients' included, is the unfused layers' (Conv2D on oneDNN,
     # BiasAdd + Relu, MaxPool, MaxPoolGrad + ReluGrad), bit for bit
     monkeypatch.setattr(nn_ops, "_FUSE_CONV", False)
-    want, types = _run_with_types(fetches, {x: xv})
-    assert "Conv2D" in types and fused not in types
-    for a, e in zip(got, want):
-        np.testing.assert_array_equal(a, e)
+    _assert_unfused_alike(got, fetches, {x: xv})
