@@ -25,12 +25,24 @@ half its partner wrote; benchmarks/README.md).
 How long the threads spin: GNU OpenMP's default, 300,000 rounds of its wait loop, kept
 a thread spinning ~9.5 ms of CPU after every region here (a step's CPU time doubled).
 The pool's first region (`launching`, where numba loads the layer and GNU OpenMP reads
-its environment) runs with GOMP_SPINCOUNT=_SPIN_COUNT, ~1.1 ms here: regions a step
-makes within that of each other find the thread spinning.  A program's own
+its environment) runs with a GOMP_SPINCOUNT of about _SPIN_SECONDS of rounds: regions
+a step makes within that of each other find the thread spinning.  A program's own
 GOMP_SPINCOUNT or OMP_WAIT_POLICY stays, as does a GNU OpenMP that another library
 loaded before.  Measured (`ab_inproc.py`, pool on against off, 5 rounds, with the
-programs' parallel forms then still in): the GAN 1.01x at 3,000 rounds, 1.10x at
-10,000, 1.29x at the default; lstm_static 1.14-1.16x at each.
+programs' parallel forms then still in, on a Skylake-like Xeon where 20,000 rounds
+spun ~1.1 ms): the GAN 1.01x at 3,000 rounds, 1.10x at 10,000, 1.29x at the default;
+lstm_static 1.14-1.16x at each.
+
+A round is an atomic load and a `pause`, whose time differs severalfold between x86
+cores, so the count is timed on this CPU (`_spin_count`, ops/jit_spin.py): on the
+2-vCPU Xeon LLVM reads as Rocket Lake (2026-12-04) a round takes ~10.8 ns, and the
+fixed 20,000 rounds spun only ~0.2-0.4 ms (a product on the pool's two threads took
+118 us hot, 153 us after 0.4 ms of the caller's Python, as the helper slept).  There
+GOMP_SPINCOUNT=80,000 (~0.9 ms) took the models' steps (`ab_env.py`, 3 rounds, against
+20,000) to gan 0.91x, vae 0.92x, mlp 0.95x, autoencoder 0.98x, lstm_static 0.99x,
+lstm_seqlen 0.98x, at 1-8% more CPU; 200,000 gained no more, and lstm_seqlen's CPU
+grew 30%.  Where numba is not loaded yet when GNU OpenMP is (oneDNN's first
+convolution), or off x86-64, the count stays _SPIN_FALLBACK.
 
 `usable()` says whether the pool runs now: numba's layer known to spin (`note_layer`,
 once a parallel function has run on a compile thread), a budget of two cores or more,
@@ -43,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import sys
 import threading
 
@@ -52,7 +65,10 @@ from asyncflow.ops import jit_fork
 __all__ = ["free_threads", "launching", "may_launch", "note_layer", "threads", "usable"]
 
 _ENABLED = os.environ.get("ASYNCFLOW_JIT_POOL", "") in ("", "1")
-_SPIN_COUNT = "20000"
+_SPIN_SECONDS = 1e-3
+_SPIN_FALLBACK = 20_000
+_SPIN_BOUNDS = (5_000, 300_000)  # (a timing gone wrong stays between these)
+_spin_memo: list = []  # [GOMP_SPINCOUNT timed on this CPU], once timed
 _launch_lock = threading.Lock()
 _spins: list = []  # [whether numba's threading layer spins], once known
 _forked = [False]
@@ -62,18 +78,38 @@ _counts = threading.local()  # .n: the count numba was last given on this thread
 @contextlib.contextmanager
 def launching():
     """Around a parallel function's first call on a compile thread (see the module
-    note): GNU OpenMP finds GOMP_SPINCOUNT=_SPIN_COUNT in the environment when numba
+    note): GNU OpenMP finds GOMP_SPINCOUNT=`_spin_count()` in the environment when numba
     loads it, unless the program set its own wait policy; the environment is restored
     after."""
     with _launch_lock:
         ours = "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ
         if ours:
-            os.environ["GOMP_SPINCOUNT"] = _SPIN_COUNT
+            os.environ["GOMP_SPINCOUNT"] = str(_spin_count())
         try:
             yield
         finally:
             if ours:
                 os.environ.pop("GOMP_SPINCOUNT", None)
+
+
+def _spin_count() -> int:
+    """GOMP_SPINCOUNT for a spin of about _SPIN_SECONDS here (see the module note):
+    rounds timed on this CPU where numba is loaded on x86-64, once; else
+    _SPIN_FALLBACK."""
+    if _spin_memo:
+        return _spin_memo[0]
+    if "numba" not in sys.modules or platform.machine().lower() not in ("x86_64", "amd64"):
+        return _SPIN_FALLBACK
+    try:
+        from asyncflow.ops import jit_spin
+
+        per_round = jit_spin.seconds_per_round()
+    except Exception:  # (numba could not compile the round: the fixed count)
+        per_round = 0.0
+    lo, hi = _SPIN_BOUNDS
+    count = round(_SPIN_SECONDS / per_round) if per_round > 0 else _SPIN_FALLBACK
+    _spin_memo.append(min(max(count, lo), hi))
+    return _spin_memo[0]
 
 
 def note_layer(numba) -> bool:

@@ -391,3 +391,82 @@ def test_a_forked_child_runs_no_parallel_region(pool):
             pytest.fail("the forked child hung")
         time.sleep(0.01)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- how long GNU OpenMP's threads spin: a time, counted in rounds timed here -----------
+
+
+@pytest.mark.skipif(
+    __import__("platform").machine().lower() not in ("x86_64", "amd64"),
+    reason="libgomp's round is a `pause` on x86-64 only",
+)
+def test_a_round_of_gnu_openmps_wait_loop_is_timed_on_this_cpu():
+    from asyncflow.ops import jit_spin
+
+    start = time.perf_counter()
+    per_round = jit_spin.seconds_per_round(rounds=20_000, tries=3)
+    took = time.perf_counter() - start
+    # A load and a pause: a few cycles at least, far under a microsecond; the three
+    # tries' best is at most the whole call's time over their rounds.
+    assert 1e-10 < per_round < 1e-6
+    assert per_round * 60_000 <= took
+
+
+@pytest.mark.parametrize(
+    ("per_round", "count"),
+    [
+        (10.8e-9, 92_593),  # the 2-vCPU Xeon (Rocket Lake): ~1 ms of rounds
+        (55e-9, 18_182),  # Skylake's server cores' ~140-cycle pause
+        (1e-6, 5_000),  # (a timing gone wrong: the bounds)
+        (1e-12, 300_000),
+        (0.0, 20_000),
+    ],
+)
+def test_the_spin_count_is_about_a_millisecond_of_rounds(monkeypatch, per_round, count):
+    from asyncflow.ops import jit_spin
+
+    monkeypatch.setattr(jit_threads, "_spin_memo", [])
+    monkeypatch.setattr(jit_threads.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(jit_spin, "seconds_per_round", lambda: per_round)
+    assert jit_threads._spin_count() == count
+    monkeypatch.setattr(jit_spin, "seconds_per_round", lambda: 1 / 0)
+    assert jit_threads._spin_count() == count  # (timed once a process)
+
+
+def test_the_spin_count_falls_back_where_it_cannot_be_timed(monkeypatch):
+    from asyncflow.ops import jit_spin
+
+    monkeypatch.setattr(jit_threads, "_spin_memo", [])
+    monkeypatch.setattr(jit_spin, "seconds_per_round", lambda: 1e-8)
+    monkeypatch.setattr(jit_threads.platform, "machine", lambda: "aarch64")
+    assert jit_threads._spin_count() == jit_threads._SPIN_FALLBACK
+    monkeypatch.setattr(jit_threads.platform, "machine", lambda: "x86_64")
+    monkeypatch.delitem(__import__("sys").modules, "numba")  # (oneDNN loading first)
+    assert jit_threads._spin_count() == jit_threads._SPIN_FALLBACK
+    assert jit_threads._spin_memo == []  # (timed later, once numba is loaded)
+
+    def broken():
+        raise RuntimeError("no compiler")
+
+    monkeypatch.undo()
+    monkeypatch.setattr(jit_threads, "_spin_memo", [])
+    monkeypatch.setattr(jit_threads.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(jit_spin, "seconds_per_round", broken)
+    assert jit_threads._spin_count() == jit_threads._SPIN_FALLBACK
+
+
+def test_gnu_openmp_finds_the_spin_count_unless_the_program_set_one(monkeypatch):
+    monkeypatch.setattr(jit_threads, "_spin_memo", [61_234])
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    with jit_threads.launching():
+        assert os.environ["GOMP_SPINCOUNT"] == "61234"
+    assert "GOMP_SPINCOUNT" not in os.environ
+    monkeypatch.setenv("GOMP_SPINCOUNT", "7")
+    with jit_threads.launching():
+        assert os.environ["GOMP_SPINCOUNT"] == "7"
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    with jit_threads.launching():
+        assert "GOMP_SPINCOUNT" not in os.environ
+    assert os.environ["OMP_WAIT_POLICY"] == "passive"
