@@ -1392,7 +1392,7 @@ def _worth_alone(view, i: int) -> bool:
     known = math.prod(d for d in shape.as_list() if d is not None)
     if op.type == "Sigmoid" and not shape.is_fully_defined():
         # TF's sigmoid costs ~25 NumPy passes unfused; its program compiles from
-        # _jit._MIN_SIGMOID elements, so a [?, 10] Sigmoid may well be worth it
+        # _jit._MIN_ELEMENTS elements, so a [?, 10] Sigmoid may well be worth it
         known = max(known, _ALONE_MIN)
     return known >= _ALONE_MIN and _jit.may_compile()
 

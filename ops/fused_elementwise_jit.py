@@ -25,7 +25,8 @@ background thread, one program after another (as fused_updates' loops): until th
 is ready the ufunc program runs, with the same bits, so no kernel waits for a compile;
 `wait()` waits for the compiles under way.  A compiled loop is kept in an on-disk cache
 (ops/jit_cache.py), from which later processes load it in milliseconds.  Only programs
-over _MIN_ELEMENTS elements compile (_MIN_STAGED in stages).
+over _MIN_ELEMENTS elements compile (_MIN_STAGED in stages), those under
+_EAGER_ELEMENTS once they have run _SMALL_RUNS times.
 """
 
 from __future__ import annotations
@@ -52,12 +53,20 @@ __all__ = ["compile_schedule", "wait"]
 # A program compiles from this many elements (a few microseconds a call, where NumPy's
 # program pays ~2-3 us an instruction: the VAE's [64, 20] programs of 3-25
 # instructions take 0.4-0.8x their ufunc programs' time); staged from _MIN_STAGED
-# (each of its NumPy calls a pass of its own).
-_MIN_ELEMENTS = 1024
-# ... and from this many, in one loop or in stages, where a float32 Sigmoid is inside
-# (TF's function, ~25 NumPy calls in the ufunc program: a GAN's loss program of two
-# Sigmoids and three Logs over [128,1] took 260 us in the step, 92 with NumPy's formula).
-_MIN_SIGMOID = 64
+# (each of its NumPy calls a pass of its own), or from _MIN_ELEMENTS where one of TF's
+# float32 functions is inside (~10-25 NumPy calls each in the ufunc program).  The
+# loop's call costs ~2.5 us at any size up to a few hundred elements: on the 2-vCPU
+# Xeon (2026-12-04), hot, [8..128, 1] each, us, loop / ufunc program: two Logs, a Sub
+# and an Add 2.3-2.5 / 30.6-31.6; Sigmoid, Add, Log 2.6-2.8 / 28.9-29.8; Tanh, Mul, Add
+# 2.5-2.7 / 10.5-11.9; Mul, Exp, Sub 2.7-2.9 / 15.1-15.5.  The GAN tutorial's loss
+# program at its batch of 32 (two Sigmoids, three Logs over [32, 1]) took 144 us of
+# its step as the ufunc program, 26 us compiled.
+_MIN_ELEMENTS = 8
+# A program under this many elements compiles only once it has run _SMALL_RUNS times
+# (a training loop's, not a test's or a one-off graph's: each compile takes ~0.3-0.6 s
+# of a background thread); larger ones at their first run.
+_EAGER_ELEMENTS = 1024
+_SMALL_RUNS = 8
 _MIN_STAGED = 4096
 
 # Per op type: the expression its NumPy function computes, in its order of operations
@@ -225,8 +234,7 @@ def _row_inputs(program, sched, shape) -> frozenset:
 
 
 def _eligible(program, sched, inline: frozenset = frozenset()) -> bool:
-    least = _MIN_SIGMOID if "Sigmoid" in inline else _MIN_ELEMENTS
-    if sched.elements < least or program.dtype not in (np.float32, np.float64):
+    if sched.elements < _MIN_ELEMENTS or program.dtype not in (np.float32, np.float64):
         return False
     shape = _full_shape(sched)
     rows = _row_inputs(program, sched, shape)
@@ -560,12 +568,30 @@ def compile_schedule(program, sched):
             wanted -= {"Sigmoid", "Exp", "Log", "Log1p", "Softplus"}
     inline = _packing(program, _compiled(program, sched, wanted)) if wanted else None
     if inline is None or all(_CHECKS[t].verdict() for t in wanted):
-        return inline or _packing(program, _compiled(program, sched, frozenset()))
-    plain = _packing(program, _compiled(program, sched, frozenset()))  # (until the checks)
+        fn = inline or _packing(program, _compiled(program, sched, frozenset()))
+    else:
+        plain = _packing(program, _compiled(program, sched, frozenset()))  # (until the checks)
+
+        def fn(xs, whole=None):
+            out = inline(xs, whole)  # None while compiling, or for good if its check failed
+            return plain(xs, whole) if out is None and plain is not None else out
+
+    if fn is None or sched.elements >= _EAGER_ELEMENTS:
+        return fn
+    return _after_runs(fn)
+
+
+def _after_runs(fn):
+    """`fn` for a small schedule (see _EAGER_ELEMENTS): None (the ufunc program runs)
+    for its first _SMALL_RUNS runs, then `fn` (concurrent runs may count one run twice
+    or not at all: no matter)."""
+    left = [_SMALL_RUNS]
 
     def run(xs, whole=None):
-        out = inline(xs, whole)  # None while its loops compile, or for good if the check failed
-        return plain(xs, whole) if out is None and plain is not None else out
+        if left[0] > 0:
+            left[0] -= 1
+            return None
+        return fn(xs, whole)
 
     return run
 
@@ -753,7 +779,7 @@ def _staged_plan(program, sched, inline: frozenset = frozenset()):
     Values are the program's (inputs, literals, instructions, aliases resolved) and, per
     Sigmoid j, ("neg", j) and ("exp", j).  stages[k]: [(value, expression)] in order;
     calls[k]: [(ufunc, value, operand)] run before stage k."""
-    least = _MIN_SIGMOID if "Sigmoid" in inline else _MIN_STAGED
+    least = _MIN_ELEMENTS if inline else _MIN_STAGED
     if sched.elements < least or program.dtype not in (np.float32, np.float64):
         return None
     if any(t in _SELECTS for t in program.types):

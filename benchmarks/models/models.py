@@ -126,6 +126,38 @@ def gan(tf, rng):
     )
 
 
+def gan_b32(tf, rng):
+    """The GAN tutorial program's own step (gan.py): its batch of 32, Adam at 0.001, the
+    losses without an epsilon, both losses fetched beside both updates every step."""
+    z = tf.placeholder(tf.float32, [None, 100])
+    real = tf.placeholder(tf.float32, [None, 784])
+
+    def var(shape, name):
+        return tf.Variable(rng.standard_normal(shape).astype(np.float32) * 0.05, name=name)
+
+    g_vars = [var((100, 256), "g1"), var((256,), "g1b"), var((256, 784), "g2"), var((784,), "g2b")]
+    d_vars = [var((784, 256), "d1"), var((256,), "d1b"), var((256, 1), "d2"), var((1,), "d2b")]
+
+    def layers(x, w):
+        h = tf.nn.relu(tf.add(tf.matmul(x, w[0]), w[1]))
+        return tf.nn.sigmoid(tf.add(tf.matmul(h, w[2]), w[3]))
+
+    d_real, d_fake = layers(real, d_vars), layers(layers(z, g_vars), d_vars)
+    g_loss = -tf.reduce_mean(tf.log(d_fake))
+    d_loss = -tf.reduce_mean(tf.log(d_real) + tf.log(1.0 - d_fake))
+    g_train = tf.train.AdamOptimizer(learning_rate=0.001).minimize(g_loss, var_list=g_vars)
+    d_train = tf.train.AdamOptimizer(learning_rate=0.001).minimize(d_loss, var_list=d_vars)
+    return (
+        [z, real],
+        [g_train, d_train, g_loss, d_loss],
+        g_loss,
+        lambda: [
+            rng.uniform(-1, 1, (32, 100)).astype(np.float32),
+            rng.random((32, 784), np.float32),
+        ],
+    )
+
+
 def _lstm(tf, rng, dynamic: bool):
     x = tf.placeholder(tf.float32, [None, 28, 28])
     y = tf.placeholder(tf.int64, [None])
@@ -263,6 +295,7 @@ MODELS = {
     "autoencoder": autoencoder,
     "vae": vae,
     "gan": gan,
+    "gan_b32": gan_b32,
     "lstm_static": lstm_static,
     "lstm_dynamic": lstm_dynamic,
     "bilstm": bilstm,

@@ -679,3 +679,50 @@ def test_narrow_split_pieces_are_copied_for_the_flat_loop_same_bits(monkeypatch)
     monkeypatch.setattr(fused_elementwise, "_SPLITS", False)
     (_, kept), _ = _run_both(build, [big, c], monkeypatch)
     _same_bits(got, kept)
+
+
+@pytest.mark.parametrize("shape", [(8, 1), (32, 1), (3, 8), (40,)])
+def test_small_programs_of_tfs_functions_compile_after_some_runs_same_bits(
+    shape, monkeypatch
+):
+    # The GAN tutorial's loss program at its batch of 32 (Sigmoids and Logs over
+    # [32, 1]): each of TF's functions ~10-25 NumPy calls in the ufunc program (144 us
+    # of the step), ~2.5 us as a loop.  A program under _EAGER_ELEMENTS compiles once it
+    # has run _SMALL_RUNS times (a training loop's: not a one-off graph's), then gives
+    # the ufunc program's bits, nan, infinities and signed zeros included.
+    assert math.prod(shape) < fused_elementwise_jit._EAGER_ELEMENTS
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(shape).astype(np.float32) * 4
+    w = rng.random(shape).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-30]
+
+    def build(x, w):
+        d_real, d_fake = af.sigmoid(x), af.sigmoid(x * w)
+        loss = af.log(d_real) + af.log(1.0 - d_fake)  # (log of 0: -inf; of nan: nan)
+        return [loss, af.exp(w - x) * w, af.tanh(x) * w + x]
+
+    compiled = record_compiled(monkeypatch)
+    monkeypatch.setattr(cpu_budget, "_deterministic", True)
+    results = []
+    for disabled in (True, False):
+        monkeypatch.setattr(fused_updates, "_DISABLED", disabled)
+        with af.Graph().as_default(), af.device("/cpu:0"):
+            phs = [af.placeholder(af.float32, shape) for _ in range(2)]
+            fetches = build(*phs)
+            with af.Session() as sess:
+                feed = dict(zip(phs, (x, w)))
+                runs = [sess.run(fetches, feed) for _ in range(fused_elementwise_jit._SMALL_RUNS)]
+                if disabled:
+                    results.append(runs[0])
+                    continue
+                assert compiled and not any(compiled)  # (the ufunc programs so far)
+                programs = len(compiled) // fused_elementwise_jit._SMALL_RUNS
+                for got in runs:
+                    _same_bits(got, results[0])
+                sess.run(fetches, feed)  # (the compiles start)
+                assert fused_elementwise_jit.wait(timeout=50)
+                compiled.clear()
+                results.append(sess.run(fetches, feed))
+                assert sum(compiled) == programs  # (every program now its loop)
+    _same_bits(results[1], results[0])
