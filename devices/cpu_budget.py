@@ -466,8 +466,17 @@ _kinds: dict[tuple, list] = {}
 # (_SPIN_LOG2) the bound is 1.5e-4: an LSTM cell's products (lstm_static: [128,156]x
 # [156,512] and its gradient [128,512]x[156,512]^T, 150-270 us on one thread, 55 a step)
 # were small at 3e-4 and never tried on two threads, which take them 0.6-0.7x the time
-# (issue 21: figures in the commit that set it).  ASYNCFLOW_BLAS_SMALL_US sets it (A/B).
-_SMALL_S = float(os.environ.get("ASYNCFLOW_BLAS_SMALL_US") or 150) * 1e-6
+# (issue 21: figures in the commit that set it).  Since a product granted two threads
+# runs as blocks on numba's pool, whose threads spin ~1 ms between regions
+# (ops/jit_threads.py), and the one-thread calls run on MKL's or oneDNN's gemm, the
+# bound is 3e-5: on the 2-vCPU Xeon (2026-12-04) the GAN tutorial's batch-32 products
+# took 61-81 us on one thread, 31-52 on the pool's two ([32,784]x[784,256] 61 against
+# 31), and an LSTM cell's [128,156]x[156,512] ~100 us on MKL's one thread: all small at
+# 1.5e-4, never tried on two.  The models' steps (`ab_env.py`, 3 rounds, against 150):
+# gan_b32 0.89x, autoencoder 0.91x, lstm_static 0.91-0.94x, bilstm 0.95x, lstm_dynamic
+# 0.98x, cnn 0.98x, the others 0.99-1.01x, at up to 28% more CPU (the LSTMs'); 60 read
+# as 30 within noise.  ASYNCFLOW_BLAS_SMALL_US sets it (A/B).
+_SMALL_S = float(os.environ.get("ASYNCFLOW_BLAS_SMALL_US") or 30) * 1e-6
 _clock = time.perf_counter
 
 

@@ -287,6 +287,33 @@ def test_mid_size_kinds_are_measured_both_ways(monkeypatch):
     assert cpu_budget._active == 0
 
 
+def test_a_batch_of_32s_products_are_measured_both_ways(monkeypatch):
+    # The GAN tutorial's [32,784]x[784,256]: 61 us on one thread, 31 as blocks on the
+    # pool's two spinning threads.  Not small: two threads win.
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_deterministic", False)
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", lambda n: n)
+    monkeypatch.setattr(cpu_budget, "_kinds", {})
+    chosen = []
+    monkeypatch.setattr(cpu_budget, "_blas_threads", lambda n: chosen.append(n))
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
+    now = [0.0]
+    monkeypatch.setattr(cpu_budget, "_clock", lambda: now[0])
+    cost = {1: 61e-6, 2: 31e-6}
+    a = np.ones((8, 8))
+
+    def work(x):
+        now[0] += cost[chosen[-1]]
+        return x
+
+    assert cpu_budget._SMALL_S < cost[2] < cost[1]
+    for _ in range(40):
+        assert cpu_budget.call(work, (a,)) is a
+    assert chosen[-10:] == [2] * 10
+    assert cpu_budget._active == 0
+
+
 @pytest.mark.timeout(60)
 def test_the_small_bound_follows_the_environment():
     import os
@@ -294,7 +321,7 @@ def test_the_small_bound_follows_the_environment():
     import sys
 
     code = "from asyncflow.devices import cpu_budget as c; print(repr(c._SMALL_S))"
-    for value, want in (("300", 3e-4), ("", 1.5e-4)):
+    for value, want in (("300", 3e-4), ("", 3e-5)):
         env = dict(os.environ, ASYNCFLOW_BLAS_SMALL_US=value)
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=50
