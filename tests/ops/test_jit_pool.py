@@ -470,3 +470,33 @@ def test_gnu_openmp_finds_the_spin_count_unless_the_program_set_one(monkeypatch)
     with jit_threads.launching():
         assert "GOMP_SPINCOUNT" not in os.environ
     assert os.environ["OMP_WAIT_POLICY"] == "passive"
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "parts", "rows"),
+    [
+        (256, 128, 2, True),  # no wider than tall
+        (128, 128, 2, True),
+        (128, 256, 2, True),  # wider, blocks of 64 rows
+        (128, 784, 2, True),
+        (64, 256, 2, False),  # blocks of 32 rows: columns
+        (32, 784, 2, False),
+        (128, 256, 4, False),
+    ],
+)
+def test_row_blocks_where_each_has_64_rows(m, n, parts, rows):
+    assert blas._by_rows(m, n, parts) is rows
+
+
+def test_a_wide_product_in_row_blocks_equals_one_calls(pool):
+    # [128,784]x[784,256]: C wider than tall, split into two blocks of 64 rows; each
+    # block one gemm call on one thread, within rounding of a whole product's sums.
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((128, 784)).astype(np.float32)
+    b = rng.standard_normal((784, 256)).astype(np.float32)
+    assert blas._by_rows(128, 256, 2)
+    cpu_budget._blas_threads(2)
+    c = np.empty((128, 256), np.float32)
+    blas._gemm(c, a, b, False, False, 1.0, 0.0)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(784))
