@@ -59,6 +59,23 @@ async def test_kernel_parked_in_the_failing_drive_finishes_its_awaiting_cleanup(
         assert await s.arun(constant(3.0)) == 3.0
 
 
+@pytest.mark.parametrize("taken", [True, False])
+def test_kernel_parked_in_a_cond_branch_finishes_its_awaiting_cleanup(sess, cleanups, taken):
+    # A plan with control flow (its drivers keep their iteration, `holder`): the same.
+    c = cleanups()
+    pred = af.placeholder(af.bool, [])
+    x = constant(1.0)
+    out = af.cond(pred, lambda: cleanup_op(x, c), lambda: x + 1.0)
+    bad = fail_op(constant(2.0), "invalid", name="breaks_the_step")
+    with pytest.raises(errors.InvalidArgumentError, match="breaks_the_step"):
+        sess.run([out, bad], {pred: taken})
+    if taken:
+        assert c.wait_for(lambda c: c.ended)
+        assert c.seen == ["CancelledError"]
+        assert (c.cleaned, c.closed) == (1, 0)
+    assert sess.run(out, {pred: False}) == 2.0
+
+
 def test_kernel_parked_in_the_failing_drive_finishes_its_awaiting_cleanup_sync(sess, cleanups):
     c = cleanups()
     slow = cleanup_op(constant(1.0), c)
@@ -98,7 +115,7 @@ async def test_kernel_ignoring_its_cancellation_is_closed_after_the_grace(cleanu
     # The step fails at once (it does not wait for its kernels' cleanups); a kernel
     # still running CLEANUP_GRACE_S after its cancellation is closed (GeneratorExit),
     # so that its Task ends.
-    monkeypatch.setattr(executor, "CLEANUP_GRACE_S", 0.2)
+    monkeypatch.setattr(executor, "CLEANUP_GRACE_S", 0.5)
     c = cleanups(stubborn=True)
     slow = cleanup_op(constant(1.0), c)
     bad = fail_op(constant(2.0), "invalid", name="breaks_the_step")
@@ -115,7 +132,7 @@ async def test_kernel_ignoring_its_cancellation_is_closed_after_the_grace(cleanu
 
 
 async def test_session_close_leaves_no_kernel_running(cleanups, monkeypatch):
-    monkeypatch.setattr(executor, "CLEANUP_GRACE_S", 0.2)
+    monkeypatch.setattr(executor, "CLEANUP_GRACE_S", 0.5)
     polite, stubborn = cleanups(), cleanups(stubborn=True)
     fetches = [cleanup_op(constant(1.0), polite), cleanup_op(constant(2.0), stubborn)]
     s = af.Session()
