@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import contextvars
 import os
 import weakref
 from collections.abc import Callable
@@ -293,6 +294,7 @@ class Step(FrameRouting):
         "on_error",
         "root",
         "runnable",
+        "closer",
     )
 
     def __init__(self, plan: Plan, feed_values: list, on_error=None):
@@ -627,7 +629,15 @@ class Step(FrameRouting):
         return self.error is not None or not self.tasks
 
     def _on_task_done(self, task: asyncio.Task) -> None:
-        self.tasks.pop(task, None)
+        tasks = self.tasks
+        tasks.pop(task, None)
+        if not tasks and self.error is not None:
+            closer = getattr(self, "closer", None)  # (set by cancel_tasks only)
+            if closer is not None:
+                # Every cleanup ended: no timer to wait for (the cancelled timers
+                # behind a live one stay in the loop's heap, with their Contexts).
+                self.closer = None
+                closer.cancel()
         if not task.cancelled() and task.exception() is not None and self.error is None:
             exc = task.exception()
             self.error = errors.InternalError(None, None, f"executor failure: {exc!r}")
@@ -674,7 +684,11 @@ class Step(FrameRouting):
                     t.cancel()
                     cancelled = True
             if cancelled and self.loop is not None:
-                self.loop.call_later(CLEANUP_GRACE_S, _close_stragglers, self.tasks)
+                # (in a Context of its own: the caller's would hold the step's
+                # StepContext, and through its error the step, for the whole grace)
+                self.closer = self.loop.call_later(
+                    CLEANUP_GRACE_S, _close_stragglers, self.tasks, context=_NO_CONTEXT
+                )
 
     async def wait(self) -> None:
         """Suspend until every suspended kernel finished or the step failed."""
@@ -741,8 +755,9 @@ class _DriverTask:
         flushed = denormal.enter()
         try:
             y = self.coro.send(sent)
-        except StopIteration:
+        except BaseException:  # (StopIteration: the driver ran dry)
             DRIVER.ready = ()
+            self.step = self.holder = None  # (the ended Task keeps nothing of the step)
             raise
         finally:
             denormal.leave(flushed)
@@ -768,6 +783,9 @@ class _DriverTask:
                 if isinstance(first, asyncio.Future):
                     first.cancel()
             y = self.coro.throw(exc)
+        except BaseException:
+            self.step = self.holder = None  # (the ended Task keeps nothing of the step)
+            raise
         finally:
             denormal.leave(flushed)
         self._parked_again()
@@ -801,6 +819,9 @@ _RUNNING = object()  # (_DriverTask.first once its Task ran)
 # neither runs for ever nor holds its step's resources: longer than any cleanup of this
 # package's kernels (the longest found awaits 5 s: a tf.data service read's release).
 CLEANUP_GRACE_S = 10.0
+
+
+_NO_CONTEXT = contextvars.Context()
 
 
 def _close_stragglers(tasks: dict) -> None:

@@ -4,8 +4,11 @@ lease given back may), within a bound (executor.CLEANUP_GRACE_S) after which a k
 ignoring its cancellation is closed.  TestCleanupOp records what it saw."""
 
 import asyncio
+import gc
 import time
+import weakref
 
+import numpy as np
 import pytest
 from _testing_ops import CLEANUPS, cleanup_op, fail_op, new_cleanup, settle, until
 
@@ -149,3 +152,24 @@ async def test_session_close_leaves_no_kernel_running(cleanups, monkeypatch):
     assert stubborn.seen == ["CancelledError", "GeneratorExit"] and stubborn.closed == 1
     await settle()
     assert not _drivers_left()
+
+
+async def test_a_failed_step_is_released_once_its_cleanups_end(cleanups):
+    # The grace's timer goes with the last cleanup: it held the step's Tasks, and kept
+    # the cancelled timers behind it in the loop's heap (wait_for's here), whose
+    # Contexts hold the StepContext, its error, and through the error's frames the step
+    # and its feeds.
+    c = cleanups()
+    x = af.placeholder(af.float64, [None])
+    slow = cleanup_op(x, c)
+    bad = fail_op(constant(2.0), "invalid", name="breaks_the_step")
+    big = np.ones(1 << 16)
+    gone = weakref.ref(big)
+    async with af.Session() as s:
+        with pytest.raises(errors.InvalidArgumentError, match="breaks_the_step"):
+            await s.arun([slow, bad], {x: big})
+        del big
+        await until(lambda: c.ended)
+        await settle()
+        gc.collect()
+        assert gone() is None
