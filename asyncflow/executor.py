@@ -680,9 +680,15 @@ class Step(FrameRouting):
                 current = None
             cancelled = False
             for t in list(self.tasks):
-                if t is not current and not t.cancelling():  # (not cancelled yet)
-                    t.cancel()
-                    cancelled = True
+                if t is current:
+                    continue
+                driver = t.get_coro()
+                if type(driver) is _DriverTask:
+                    if driver.cancel_sent:  # (not Task.cancelling(): a kernel's own
+                        continue  # asyncio.timeout counts there too, while it expires)
+                    driver.cancel_sent = True
+                t.cancel()
+                cancelled = True
             if cancelled and self.loop is not None:
                 # (in a Context of its own: the caller's would hold the step's
                 # StepContext, and through its error the step, for the whole grace)
@@ -732,14 +738,15 @@ class _DriverTask:
     first line without running it.  Here it goes into the kernel, as it would had the
     Task been waiting on `first`; the kernel's cleanup then runs to its end in this
     Task, awaits included (Python 3.11's wait_for, thrown a cancellation, waits for its
-    inner future once more).  `closing` (set by `_close_stragglers`): the next throw
-    closes the driver instead (GeneratorExit in the kernel)."""
+    inner future once more).  `cancel_sent`: Step.cancel_tasks cancelled it (once);
+    `closing` (set by `_close_stragglers`): the next throw closes the driver instead
+    (GeneratorExit in the kernel)."""
 
-    __slots__ = ("step", "coro", "first", "holder", "closing")
+    __slots__ = ("step", "coro", "first", "holder", "cancel_sent", "closing")
 
     def __init__(self, step, coro, first, holder):
         self.step, self.coro, self.first, self.holder = step, coro, first, holder
-        self.closing = False
+        self.cancel_sent = self.closing = False
 
     def send(self, sent):
         y = self.first
