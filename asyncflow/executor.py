@@ -23,13 +23,16 @@ Why the hot loop looks the way it does (see benchmarks/core.py for the figures):
 Invariants:
 - `pending[j]` is the number of inputs (data and control) of node j not yet produced;
   j is pushed on `ready` exactly once, when it reaches zero.
-- After the first error, no further kernel starts; in-flight Tasks are cancelled and the
-  step's error is the first one recorded.
+- After the first error, no further kernel starts; in-flight Tasks are cancelled, each
+  once (their kernels' cleanups run on, awaits included, for at most CLEANUP_GRACE_S),
+  and the step's error is the first one recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import contextvars
 import os
 import weakref
 from collections.abc import Callable
@@ -291,6 +294,7 @@ class Step(FrameRouting):
         "on_error",
         "root",
         "runnable",
+        "closer",
     )
 
     def __init__(self, plan: Plan, feed_values: list, on_error=None):
@@ -570,7 +574,7 @@ class Step(FrameRouting):
         """Drive ready nodes until none is left; park drivers whose kernel suspended.
 
         Kernels run with denormals flushed (devices/denormal.py), here and wherever a
-        parked driver resumes (`_DriverResume`): the thread's own modes come back
+        parked driver resumes (`_DriverTask`): the thread's own modes come back
         before anything else of the caller's runs on it."""
         if self.root is not None:
             self._spawn_frames()
@@ -616,7 +620,7 @@ class Step(FrameRouting):
         if self.tasks is None:
             self.tasks = {}
             self.loop = asyncio.get_running_loop()
-        task = self.loop.create_task(_resume_driver(self, coro, fut, holder))
+        task = self.loop.create_task(_DriverTask(self, coro, fut, holder))
         self.tasks[task] = coro
         task.add_done_callback(self._on_task_done)
 
@@ -625,17 +629,15 @@ class Step(FrameRouting):
         return self.error is not None or not self.tasks
 
     def _on_task_done(self, task: asyncio.Task) -> None:
-        coro = self.tasks.pop(task, None)
-        if task.cancelled() and coro is not None and coro.cr_frame is not None:
-            # Cancelled before its first step: the Task never threw into the parked
-            # driver, so its waiting kernel would miss its cleanup (a Dequeue must
-            # withdraw its waiter).  Deliver the cancellation by hand.
-            try:
-                coro.throw(asyncio.CancelledError())
-            except BaseException:  # noqa: BLE001 - the driver records kernel errors itself
-                pass
-            else:
-                coro.close()  # the kernel ignored the cancellation; stop it anyway
+        tasks = self.tasks
+        tasks.pop(task, None)
+        if not tasks and self.error is not None:
+            closer = getattr(self, "closer", None)  # (set by cancel_tasks only)
+            if closer is not None:
+                # Every cleanup ended: no timer to wait for (the cancelled timers
+                # behind a live one stay in the loop's heap, with their Contexts).
+                self.closer = None
+                closer.cancel()
         if not task.cancelled() and task.exception() is not None and self.error is None:
             exc = task.exception()
             self.error = errors.InternalError(None, None, f"executor failure: {exc!r}")
@@ -663,6 +665,11 @@ class Step(FrameRouting):
         self._maybe_finish()
 
     def cancel_tasks(self) -> None:
+        """Cancel the Tasks of the suspended kernels, each once (as TF's cancellation
+        manager calls a kernel's callback once): a second cancellation would cut short
+        the cleanup the first one started, where it awaits.  Their cleanups run on in
+        their Tasks (the step does not wait for them); CLEANUP_GRACE_S later, a kernel
+        still running is closed (`_close_stragglers`)."""
         if self.tasks:
             try:
                 current = asyncio.current_task() if self.loop is not None else None
@@ -671,9 +678,23 @@ class Step(FrameRouting):
                 # drives the runtime loop (Runtime.cancel_if_idle).  No task of ours is
                 # running then; the cancellations run when the loop next does.
                 current = None
+            cancelled = False
             for t in list(self.tasks):
-                if t is not current:
-                    t.cancel()
+                if t is current:
+                    continue
+                driver = t.get_coro()
+                if type(driver) is _DriverTask:
+                    if driver.cancel_sent:  # (not Task.cancelling(): a kernel's own
+                        continue  # asyncio.timeout counts there too, while it expires)
+                    driver.cancel_sent = True
+                t.cancel()
+                cancelled = True
+            if cancelled and self.loop is not None:
+                # (in a Context of its own: the caller's would hold the step's
+                # StepContext, and through its error the step, for the whole grace)
+                self.closer = self.loop.call_later(
+                    CLEANUP_GRACE_S, _close_stragglers, self.tasks, context=_NO_CONTEXT
+                )
 
     async def wait(self) -> None:
         """Suspend until every suspended kernel finished or the step failed."""
@@ -706,52 +727,116 @@ class Step(FrameRouting):
         return out
 
 
-class _DriverResume:
-    """Continues a parked driver inside a Task; starts new drivers when it parks again."""
+class _DriverTask:
+    """The coroutine of the Task that continues a parked driver (the driver `coro`,
+    suspended in a kernel on `first`); starts new drivers when it parks again.
 
-    __slots__ = ("step", "coro", "first", "holder")
+    A coroutine object of its own rather than an `async def` awaiting the driver, so
+    that a cancellation reaches the kernel even when it comes before the Task's first
+    step (the step failed in the drive that parked it): asyncio then throws into the
+    Task's coroutine before any send, which a native coroutine would raise at its
+    first line without running it.  Here it goes into the kernel, as it would had the
+    Task been waiting on `first`; the kernel's cleanup then runs to its end in this
+    Task, awaits included (Python 3.11's wait_for, thrown a cancellation, waits for its
+    inner future once more).  `cancel_sent`: Step.cancel_tasks cancelled it (once);
+    `closing` (set by `_close_stragglers`): the next throw closes the driver instead
+    (GeneratorExit in the kernel)."""
+
+    __slots__ = ("step", "coro", "first", "holder", "cancel_sent", "closing")
 
     def __init__(self, step, coro, first, holder):
         self.step, self.coro, self.first, self.holder = step, coro, first, holder
+        self.cancel_sent = self.closing = False
 
-    def __await__(self):
-        coro, y, step, holder = self.coro, self.first, self.step, self.holder
-        self.first = None
-        while True:
-            try:
-                sent = yield y
-            except BaseException as exc:  # cancellation goes into the waiting kernel
-                DRIVER.ready = ()
-                flushed = denormal.enter()
+    def send(self, sent):
+        y = self.first
+        if y is not _RUNNING:  # the Task's first step: the kernel waits on `first`
+            self.first = _RUNNING
+            return y
+        step, holder = self.step, self.holder
+        if holder is None:  # (devices see this driver's other ready nodes again)
+            DRIVER.ready = step.ready
+        else:
+            it = holder[0]
+            DRIVER.ready = () if it is None else it.ready
+        flushed = denormal.enter()
+        try:
+            y = self.coro.send(sent)
+        except BaseException:  # (StopIteration: the driver ran dry)
+            DRIVER.ready = ()
+            self.step = self.holder = None  # (the ended Task keeps nothing of the step)
+            raise
+        finally:
+            denormal.leave(flushed)
+        self._parked_again()
+        return y
+
+    def throw(self, exc, *args):
+        """Cancellation (or another exception) goes into the waiting kernel."""
+        if args:  # (the legacy signature: type, value, traceback)
+            exc = args[0] if args[0] is not None else exc()
+        first, self.first = self.first, _RUNNING
+        DRIVER.ready = ()
+        flushed = denormal.enter()
+        try:
+            if self.closing:  # past its grace: closed, its Task ends cancelled
                 try:
-                    y = coro.throw(exc)
-                except StopIteration:
-                    return
-                finally:
-                    denormal.leave(flushed)
-            else:
-                if holder is None:  # (devices see this driver's other ready nodes again)
-                    DRIVER.ready = step.ready
-                else:
-                    it = holder[0]
-                    DRIVER.ready = () if it is None else it.ready
-                flushed = denormal.enter()
-                try:
-                    y = coro.send(sent)
-                except StopIteration:
-                    DRIVER.ready = ()
-                    return
-                finally:
-                    denormal.leave(flushed)
-            if holder is not None:  # (a plan with control flow)
-                it = holder[0]
-                if it is not None and it.ready:
-                    step._wake(it)  # its other ready nodes go on in a new driver
-                if step.error is None and (step.ready or step.runnable):
-                    step._spawn()
-            elif step.ready and step.error is None:
+                    self.coro.close()
+                except BaseException:  # noqa: BLE001 - it ignored GeneratorExit too
+                    pass
+                raise exc
+            if first is not _RUNNING and isinstance(exc, asyncio.CancelledError):
+                # (what the Task's cancel() would have done, had it been waiting on it)
+                if isinstance(first, asyncio.Future):
+                    first.cancel()
+            y = self.coro.throw(exc)
+        except BaseException:
+            self.step = self.holder = None  # (the ended Task keeps nothing of the step)
+            raise
+        finally:
+            denormal.leave(flushed)
+        self._parked_again()
+        return y
+
+    def close(self):
+        self.first = _RUNNING
+        self.coro.close()
+
+    @property
+    def __name__(self) -> str:  # (asyncio's repr of the Task)
+        return "parked_kernel_driver"
+
+    def _parked_again(self) -> None:
+        step, holder = self.step, self.holder
+        if holder is not None:  # (a plan with control flow)
+            it = holder[0]
+            if it is not None and it.ready:
+                step._wake(it)  # its other ready nodes go on in a new driver
+            if step.error is None and (step.ready or step.runnable):
                 step._spawn()
+        elif step.ready and step.error is None:
+            step._spawn()
 
 
-async def _resume_driver(step, coro, first, holder):
-    await _DriverResume(step, coro, first, holder)
+collections.abc.Coroutine.register(_DriverTask)  # (what asyncio.Task accepts)
+_RUNNING = object()  # (_DriverTask.first once its Task ran)
+
+# How long (seconds) a cancelled kernel may go on with its cleanup before the executor
+# closes it (GeneratorExit).  A bound, so that a kernel ignoring its cancellation
+# neither runs for ever nor holds its step's resources: longer than any cleanup of this
+# package's kernels (the longest found awaits 5 s: a tf.data service read's release).
+CLEANUP_GRACE_S = 10.0
+
+
+_NO_CONTEXT = contextvars.Context()
+
+
+def _close_stragglers(tasks: dict) -> None:
+    """CLEANUP_GRACE_S after a step cancelled `tasks` (its suspended kernels' Tasks):
+    close the kernels still running (each Task ends cancelled)."""
+    for t in list(tasks):
+        if not t.done():
+            coro = t.get_coro()
+            if type(coro) is _DriverTask:
+                coro.closing = True
+            t.cancel()

@@ -370,9 +370,9 @@ class _Collectives:
                     raise gave_up from None
             return await future
         except (asyncio.CancelledError, GeneratorExit):
-            # Its step failed, or was aborted.  (GeneratorExit: the step failed before
-            # the Task of its parked kernel first ran, and the executor closed the
-            # kernel: wait_for, thrown the cancellation, waits once more for `future`.)
+            # Its step failed, or was aborted.  (GeneratorExit: closed in wait_for's
+            # last wait, which follows the cancellation: by the executor past
+            # CLEANUP_GRACE_S, or a loop going away; the same abort for the group.)
             cancelled = True
             raise
         finally:

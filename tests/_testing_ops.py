@@ -351,6 +351,95 @@ def is_freed(x, key: str, name=None):
     return ops.apply_op("TestIsFreedOp", [x], {"key": key}, name=name).outputs[0]
 
 
+# -- TestCleanupOp: y = x after a wait; a cancellation cleanup that itself awaits --------
+
+
+class Cleanup:
+    """What TestCleanupOp kernels with its key saw: the exceptions thrown into them
+    (by name, in order), cleanups finished, and kernels closed while they cleaned up."""
+
+    def __init__(self, key: str, stubborn: bool):
+        self.key = key
+        self.stubborn = stubborn  # ignores its cancellation: waits on, forever
+        self.started = 0
+        self.seen: list[str] = []
+        self.cleaned = 0
+        self.closed = 0
+        self.ended = 0
+        self._cond = threading.Condition()
+
+    def note(self, field: str, what: str | None = None) -> None:
+        with self._cond:
+            if what is not None:
+                self.seen.append(what)
+            else:
+                setattr(self, field, getattr(self, field) + 1)
+            self._cond.notify_all()
+
+    def wait_for(self, predicate, timeout: float = 10.0) -> bool:
+        """Block (a test thread) until `predicate(self)` holds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self), timeout)
+
+
+CLEANUPS: dict[str, Cleanup] = {}
+
+
+def new_cleanup(stubborn: bool = False) -> Cleanup:
+    c = Cleanup(f"cleanup-{next(_keys)}", stubborn)
+    CLEANUPS[c.key] = c
+    return c
+
+
+TestCleanupOp = register_op(
+    "TestCleanupOp",
+    inputs=["x: T"],
+    outputs=["y: T"],
+    attrs={"T": ANY, "key": REQUIRED},
+    shape_fn=_same_shape,
+    stateful=True,
+    is_async=True,
+)
+
+
+@TestCleanupOp.kernel("CPU")
+async def _test_cleanup(ctx, x):
+    c = CLEANUPS[ctx.attrs["key"]]
+    fut = asyncio.get_running_loop().create_future()  # (nobody resolves it)
+    c.note("started")
+    try:
+        # Python 3.11's wait_for, thrown a cancellation, cancels `fut` and waits for it
+        # once more before it raises: a cleanup that awaits.
+        await asyncio.wait_for(fut, 30.0)
+    except BaseException as e:
+        c.note("", type(e).__name__)
+        if not isinstance(e, asyncio.CancelledError):
+            raise
+        try:
+            if c.stubborn:
+                while True:
+                    try:
+                        await asyncio.sleep(3600)
+                    except asyncio.CancelledError:
+                        c.note("", "CancelledError")
+            for _ in range(3):  # (a withdrawal, a lease given back, each a loop turn)
+                await asyncio.sleep(0)
+            c.note("cleaned")
+        except BaseException as e2:
+            c.note("", type(e2).__name__)
+            if isinstance(e2, GeneratorExit):
+                c.note("closed")
+            raise
+        raise
+    finally:
+        c.note("ended")
+    return x
+
+
+def cleanup_op(x, cleanup: Cleanup, name=None):
+    return ops.apply_op("TestCleanupOp", [x], {"key": cleanup.key}, name=name).outputs[0]
+
+
 for _op_type in (
     "TestWaitOp",
     "TestReleaseOp",
@@ -360,5 +449,6 @@ for _op_type in (
     "TestSizeOp",
     "TestIsFreedOp",
     "TestIsFreedNowOp",
+    "TestCleanupOp",
 ):
     NotDifferentiable(_op_type)

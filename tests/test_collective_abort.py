@@ -266,13 +266,18 @@ def test_a_step_failing_while_its_member_is_in_flight_aborts_that_execution(
             s.close()
 
 
-def test_a_member_closed_before_its_task_first_ran_aborts_its_execution():
-    # What the executor does to a kernel parked in a step that fails before the
-    # kernel's Task first ran: it throws CancelledError into it and, as wait_for then
-    # waits once more (Python 3.11), closes it (GeneratorExit).  That member was in
-    # flight (its part sent to the leader on task 0): its execution is aborted for the
-    # group, naming the failure, and its number stays used.  Before, GeneratorExit
-    # withdrew its part and gave its number back.
+@types.coroutine
+def _driven(coro, y):
+    """Go on with `coro`, which yielded `y`, to its end (as a Task would)."""
+    while True:
+        y = coro.send((yield y))
+
+
+def _member_in_flight_cancelled(closed: bool):
+    """A member in flight (its part sent to the leader on task 0) whose step fails: its
+    kernel is thrown CancelledError, then driven to its end or (`closed`) closed as
+    wait_for waits once more (Python 3.11).  Its execution is aborted for the group,
+    naming the failure, and its number stays used."""
     from asyncflow.kernel_api import _CURRENT_STEP, StepContext
     from asyncflow.ops import collective_ops
 
@@ -307,9 +312,11 @@ def test_a_member_closed_before_its_task_first_ran_aborts_its_execution():
         finally:
             _CURRENT_STEP.reset(token)
         try:
-            coro.throw(asyncio.CancelledError())
+            y = coro.throw(asyncio.CancelledError())
+            if not closed:  # (the executor drives its cleanup to its end)
+                await _driven(coro, y)
         except asyncio.CancelledError:
-            pass  # (a Python whose wait_for raises at once)
+            pass  # (a Python whose wait_for raises at once; or its cleanup's end)
         else:
             coro.close()
         step.run_failure_callbacks(af.errors.InvalidArgumentError(None, None, "bad late feed"))
@@ -323,6 +330,21 @@ def test_a_member_closed_before_its_task_first_ran_aborts_its_execution():
     assert message.startswith("Collective ops is aborted by: the step of " + device)
     assert message.endswith("failed before its collective completed: bad late feed")
     assert not state.withdrawals and not state.free and state.counters == {(device, 7, 1): 1}
+
+
+def test_a_member_cancelled_before_its_task_first_ran_aborts_its_execution():
+    # What the executor does to a kernel parked in a step that fails before the
+    # kernel's Task first ran: the Task throws CancelledError into it and drives its
+    # cleanup (wait_for's last wait) to its end.
+    _member_in_flight_cancelled(closed=False)
+
+
+def test_a_member_closed_before_its_task_first_ran_aborts_its_execution():
+    # A member closed (GeneratorExit) in its cleanup: what the executor did before it
+    # drove cleanups on (it threw CancelledError by hand, then closed the kernel); it
+    # still closes a kernel that outlives executor.CLEANUP_GRACE_S.  Before, GeneratorExit
+    # withdrew its part and gave its number back.
+    _member_in_flight_cancelled(closed=True)
 
 
 def test_a_step_failing_while_its_member_waits_for_a_withdrawal_aborts_that_execution(
