@@ -5,6 +5,7 @@ tf.image preprocessing in a pipeline, and the feedable/reinitializable iterators
 
 import os
 import tempfile
+import time
 
 import numpy as np
 
@@ -24,7 +25,12 @@ def _cifar_files(d, rng, n_files=2, per_file=4):
 def s29_cifar10_input_pipeline(tf):
     """cifar10_input: string_input_producer (seeded shuffle), FixedLengthRecordReader,
     decode_raw, label/depth-major image slices, transpose, random_crop + flip (seeded),
-    per_image_standardization, shuffle_batch (one thread, seed), Coordinator."""
+    per_image_standardization, shuffle_batch (one thread, seed), Coordinator.
+
+    Each batch is dequeued from a full queue: a RandomShuffleQueue's dequeue_many takes
+    elements one by one as they come above min_after_dequeue (TF's kernel and ours), so
+    which three a batch gets otherwise depends on the runner thread's pace against the
+    caller's (under load, 1 run in 3-5 gave another batch, in both)."""
     tf.set_random_seed(1)
     rng = np.random.RandomState(10)
     files = _cifar_files(tempfile.mkdtemp(), rng)
@@ -56,7 +62,18 @@ def s29_cifar10_input_pipeline(tf):
         sess.run(tf.global_variables_initializer())
         coord = tf.train.Coordinator()
         threads = tf.train.start_queue_runners(sess=sess, coord=coord)
-        batches = [sess.run([images, labels]) for _ in range(3)]
+        (runner,) = [
+            qr for qr in tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS) if "shuffle" in qr.name
+        ]
+        size = runner.queue.size()
+
+        def when_full(fetches):
+            deadline = time.monotonic() + 30
+            while sess.run(size) < 9 and time.monotonic() < deadline:
+                time.sleep(0.002)
+            return sess.run(fetches)
+
+        batches = [when_full([images, labels]) for _ in range(3)]
         coord.request_stop()
         coord.join(threads)
     return {
