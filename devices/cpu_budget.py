@@ -808,6 +808,8 @@ def parallel_parts(count: int, fn, threads: int | None = None) -> None:
         threads = threads_blocks() if count > 1 else 1
     threads = min(threads, count)
     if threads <= 1:
+        if count > 1:  # (one BLAS thread for each part here too: the same bits)
+            blas_single()
         for i in range(count):
             fn(i)
         return

@@ -147,6 +147,26 @@ def test_conv_bias_relu_same_bits_on_one_or_two_threads(parts):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_each_part_calls_blas_on_one_thread_however_many_run_them(monkeypatch, threads):
+    # The parts' bits must not depend on how many threads ran them: their BLAS calls
+    # on one thread, also when one thread runs them all after a call that left BLAS on
+    # two (found as a conv filter gradient's spectral parts differing in the last bits
+    # between one and two threads in CI, after another test's call chose two).
+    if not cpu_budget.manages_blas():
+        pytest.skip("no BLAS whose threads the budget sets")
+    monkeypatch.setattr(cpu_budget, "threads_blocks", lambda active=None: threads)
+    cpu_budget._blas_threads(2)
+    seen = []
+    cpu_budget.parallel_parts(4, lambda i: seen.append(cpu_budget._lib_now))
+    assert seen == [1, 1, 1, 1]
+    cpu_budget._blas_threads(2)
+    cpu_budget.parallel_parts(1, lambda i: seen.append(cpu_budget._lib_now))
+    assert seen[-1] == 2  # (one part: the threads its kernel was granted)
+    cpu_budget.restore_blas()
+
+
+@pytest.mark.timeout(60)
 def test_parallel_parts_runs_each_part_once_and_raises_the_first_error(monkeypatch):
     monkeypatch.setattr(cpu_budget, "threads_blocks", lambda active=None: 2)
     seen = []
