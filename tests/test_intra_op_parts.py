@@ -20,8 +20,11 @@ _RNG = np.random.default_rng(21)
 
 @pytest.fixture
 def parts(monkeypatch):
-    """Small problems split too; `threads(n)` sets how many threads share the parts."""
+    """Small problems split too; `threads(n)` sets how many threads share the parts.
+    Our own convolution paths, not oneDNN's (whose threads are the budget's grant or,
+    with none, the cores free at that moment: a filter gradient's last bits follow)."""
     monkeypatch.setattr(conv_ops, "_PART_MIN_BYTES", 0)
+    monkeypatch.setattr(conv_ops, "_ONEDNN", False)
 
     def threads(n: int) -> None:
         monkeypatch.setattr(cpu_budget, "threads_blocks", lambda active=None: n)
