@@ -10,12 +10,13 @@ backends, alternating, and prints the table of ratios.
 
 The models are the tutorial programs the issue measured, at their shapes: the sigmoid
 autoencoder (784-256-128, RMSProp, batch 256), a VAE (784-512-20), a GAN (two
-optimizers), an LSTM over 28 unrolled steps (static_rnn, 128 hidden, batch 128) and its
-dynamic_rnn form, a bidirectional LSTM (static_bidirectional_rnn, 128 hidden each way),
-the dynamic_rnn tutorial's static_rnn with a sequence_length per row (20 steps, 64
-hidden), the ReLU MLP (784-512-512-10, SGD, batch 128), the LeNet CNN (two 5x5 convolutions of
-32 and 64 channels with 2x2 max pooling, 1024 dense, batch 64, Adam), and Adam /
-RMSProp / Momentum applied to ~1M parameters.
+optimizers; gan_b32: the GAN tutorial's own step, at its batch of 32), an LSTM over 28
+unrolled steps (static_rnn, 128 hidden, batch 128) and its dynamic_rnn form, a
+bidirectional LSTM (static_bidirectional_rnn, 128 hidden each way), the dynamic_rnn
+tutorial's static_rnn with a sequence_length per row (20 steps, 64 hidden), the ReLU MLP
+(784-512-512-10, SGD, batch 128), the LeNet CNN (two 5x5 convolutions of 32 and 64
+channels with 2x2 max pooling, 1024 dense, batch 64, Adam), and Adam / RMSProp /
+Momentum applied to ~1M parameters.
 """
 
 from __future__ import annotations
