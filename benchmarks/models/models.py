@@ -92,7 +92,9 @@ def vae(tf, rng):
     )
 
 
-def gan(tf, rng):
+def _gan_inputs(tf, rng):
+    """The GANs' placeholders (noise, real images) and the generator's and the
+    discriminator's variables (weight, bias, weight, bias)."""
     z = tf.placeholder(tf.float32, [None, 100])
     real = tf.placeholder(tf.float32, [None, 784])
 
@@ -101,6 +103,11 @@ def gan(tf, rng):
 
     g_vars = [var((100, 256), "g1"), var((256,), "g1b"), var((256, 784), "g2"), var((784,), "g2b")]
     d_vars = [var((784, 256), "d1"), var((256,), "d1b"), var((256, 1), "d2"), var((1,), "d2b")]
+    return z, real, g_vars, d_vars
+
+
+def gan(tf, rng):
+    z, real, g_vars, d_vars = _gan_inputs(tf, rng)
 
     def gen(x):
         h = tf.nn.relu(tf.matmul(x, g_vars[0]) + g_vars[1])
@@ -130,14 +137,7 @@ def gan(tf, rng):
 def gan_b32(tf, rng):
     """The GAN tutorial program's own step (gan.py): its batch of 32, Adam at 0.001, the
     losses without an epsilon, both losses fetched beside both updates every step."""
-    z = tf.placeholder(tf.float32, [None, 100])
-    real = tf.placeholder(tf.float32, [None, 784])
-
-    def var(shape, name):
-        return tf.Variable(rng.standard_normal(shape).astype(np.float32) * 0.05, name=name)
-
-    g_vars = [var((100, 256), "g1"), var((256,), "g1b"), var((256, 784), "g2"), var((784,), "g2b")]
-    d_vars = [var((784, 256), "d1"), var((256,), "d1b"), var((256, 1), "d2"), var((1,), "d2b")]
+    z, real, g_vars, d_vars = _gan_inputs(tf, rng)
 
     def layers(x, w):
         h = tf.nn.relu(tf.add(tf.matmul(x, w[0]), w[1]))

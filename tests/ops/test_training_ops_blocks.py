@@ -253,63 +253,58 @@ def test_small_kinds_run_on_one_thread_without_the_choice(monkeypatch):
     assert cpu_budget._active == 0
 
 
+def _timed_calls(monkeypatch, cost: dict):
+    """(chosen, call(n)): `call(n)` makes n calls of one kind through the budget on two
+    free cores, each taking cost[threads it was given] on the budget's clock; `chosen`
+    lists the thread counts given."""
+    monkeypatch.setattr(cpu_budget, "_CORES", 2)
+    monkeypatch.setattr(cpu_budget, "_budget", 2)
+    monkeypatch.setattr(cpu_budget, "_deterministic", False)
+    monkeypatch.setattr(cpu_budget, "_set_blas_local", lambda n: n)
+    monkeypatch.setattr(cpu_budget, "_kinds", {})
+    chosen = []
+    monkeypatch.setattr(cpu_budget, "_blas_threads", lambda n: chosen.append(n))
+    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
+    now = [0.0]
+    monkeypatch.setattr(cpu_budget, "_clock", lambda: now[0])
+    a = np.ones((8, 8))
+
+    def work(x):
+        now[0] += cost[chosen[-1]]
+        return x
+
+    def call(n: int) -> None:
+        for _ in range(n):
+            assert cpu_budget.call(work, (a,)) is a
+
+    return chosen, call
+
+
 @pytest.mark.timeout(30)
 def test_mid_size_kinds_are_measured_both_ways(monkeypatch):
     # An LSTM cell's product (lstm_static: [128,156]x[156,512], 150-270 us on one thread)
     # is not small: both ways are tried, and two threads win when they measure faster.
-    monkeypatch.setattr(cpu_budget, "_CORES", 2)
-    monkeypatch.setattr(cpu_budget, "_budget", 2)
-    monkeypatch.setattr(cpu_budget, "_deterministic", False)
-    monkeypatch.setattr(cpu_budget, "_set_blas_local", lambda n: n)
-    monkeypatch.setattr(cpu_budget, "_kinds", {})
-    chosen = []
-    monkeypatch.setattr(cpu_budget, "_blas_threads", lambda n: chosen.append(n))
-    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
-    now = [0.0]
-    monkeypatch.setattr(cpu_budget, "_clock", lambda: now[0])
     cost = {1: 220e-6, 2: 150e-6}
-    a = np.ones((8, 8))
-
-    def work(x):
-        now[0] += cost[chosen[-1]]
-        return x
-
+    chosen, call = _timed_calls(monkeypatch, cost)
     assert cpu_budget._SMALL_S < cost[1]
-    for _ in range(40):
-        assert cpu_budget.call(work, (a,)) is a
+    call(40)
     assert chosen[:4] == [2, 2, 1, 1]
     assert chosen[-10:] == [2] * 10
     # Slower on two threads: one thread, two tried again now and then.
     cost.update({1: 220e-6, 2: 300e-6})
-    for _ in range(60):
-        cpu_budget.call(work, (a,))
+    call(60)
     assert chosen[-32:].count(2) <= 8  # (two tries every 8 calls)
     assert cpu_budget._active == 0
 
 
+@pytest.mark.timeout(30)
 def test_a_batch_of_32s_products_are_measured_both_ways(monkeypatch):
     # The GAN tutorial's [32,784]x[784,256]: 61 us on one thread, 31 as blocks on the
     # pool's two spinning threads.  Not small: two threads win.
-    monkeypatch.setattr(cpu_budget, "_CORES", 2)
-    monkeypatch.setattr(cpu_budget, "_budget", 2)
-    monkeypatch.setattr(cpu_budget, "_deterministic", False)
-    monkeypatch.setattr(cpu_budget, "_set_blas_local", lambda n: n)
-    monkeypatch.setattr(cpu_budget, "_kinds", {})
-    chosen = []
-    monkeypatch.setattr(cpu_budget, "_blas_threads", lambda n: chosen.append(n))
-    monkeypatch.setattr(cpu_budget, "_sample_competing", lambda: 0)
-    now = [0.0]
-    monkeypatch.setattr(cpu_budget, "_clock", lambda: now[0])
     cost = {1: 61e-6, 2: 31e-6}
-    a = np.ones((8, 8))
-
-    def work(x):
-        now[0] += cost[chosen[-1]]
-        return x
-
+    chosen, call = _timed_calls(monkeypatch, cost)
     assert cpu_budget._SMALL_S < cost[2] < cost[1]
-    for _ in range(40):
-        assert cpu_budget.call(work, (a,)) is a
+    call(40)
     assert chosen[-10:] == [2] * 10
     assert cpu_budget._active == 0
 
