@@ -689,9 +689,10 @@ class Step(FrameRouting):
                     driver.cancel_sent = True
                 t.cancel()
                 cancelled = True
-            if cancelled and self.loop is not None:
-                # (in a Context of its own: the caller's would hold the step's
-                # StepContext, and through its error the step, for the whole grace)
+            if cancelled and self.loop is not None and getattr(self, "closer", None) is None:
+                # (one timer a step: a second cancel_tasks, an abort after the failure,
+                # finds it armed.  In a Context of its own: the caller's would hold the
+                # step's StepContext, and through its error the step, for the whole grace)
                 self.closer = self.loop.call_later(
                     CLEANUP_GRACE_S, _close_stragglers, self.tasks, context=_NO_CONTEXT
                 )

@@ -368,12 +368,15 @@ class Cleanup:
         self.ended = 0
         self._cond = threading.Condition()
 
-    def note(self, field: str, what: str | None = None) -> None:
+    def note(self, field: str) -> None:
+        """One more of `field` (started, cleaned, closed, ended)."""
         with self._cond:
-            if what is not None:
-                self.seen.append(what)
-            else:
-                setattr(self, field, getattr(self, field) + 1)
+            setattr(self, field, getattr(self, field) + 1)
+            self._cond.notify_all()
+
+    def saw(self, exc: BaseException) -> None:
+        with self._cond:
+            self.seen.append(type(exc).__name__)
             self._cond.notify_all()
 
     def wait_for(self, predicate, timeout: float = 10.0) -> bool:
@@ -412,7 +415,7 @@ async def _test_cleanup(ctx, x):
         # once more before it raises: a cleanup that awaits.
         await asyncio.wait_for(fut, 30.0)
     except BaseException as e:
-        c.note("", type(e).__name__)
+        c.saw(e)
         if not isinstance(e, asyncio.CancelledError):
             raise
         try:
@@ -420,13 +423,13 @@ async def _test_cleanup(ctx, x):
                 while True:
                     try:
                         await asyncio.sleep(3600)
-                    except asyncio.CancelledError:
-                        c.note("", "CancelledError")
+                    except asyncio.CancelledError as again:
+                        c.saw(again)
             for _ in range(3):  # (a withdrawal, a lease given back, each a loop turn)
                 await asyncio.sleep(0)
             c.note("cleaned")
         except BaseException as e2:
-            c.note("", type(e2).__name__)
+            c.saw(e2)
             if isinstance(e2, GeneratorExit):
                 c.note("closed")
             raise
